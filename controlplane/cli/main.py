@@ -13,7 +13,7 @@
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
-    qm notify add URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
+    qm notify add HOOK_URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
     qm notify edit ID [--hook-url URL] [--events E] [--team T | --own-jobs] [--pause | --resume] | qm notify rotate ID
     qm notify history ID
     qm maint add --nodes N1,N2 | --pool P --start +2h|ISO --duration 4h|--end ISO --reason "firmware upgrade"
@@ -442,8 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(X-Quartermaster-Signature: sha256=HMAC). Deliveries are retried for about "
                                    "3 hours while the receiver is down.")
     actions = p.add_subparsers(dest="notify_action", required=True, metavar="ACTION")
-    q = actions.add_parser("add", parents=[common], help="subscribe a URL")
-    q.add_argument("hook_url", metavar="URL")  # not `url`: that is --url, the server's
+    q = actions.add_parser("add", parents=[common], help="subscribe a URL",
+                           description="Subscribe a hook URL: qm notify add HOOK_URL (or --hook-url HOOK_URL, as "
+                                       "qm notify edit takes it). --url is every command's: the Quartermaster "
+                                       "server to talk to, never the hook.")
+    # not `url`: that is --url, the server's; optional so that `--url HOOK` alone is told so (notify.py)
+    q.add_argument("hook_url", metavar="HOOK_URL", nargs="?", help="the URL to POST your jobs' events to")
+    q.add_argument("--hook-url", dest="hook_url_flag", metavar="HOOK_URL", help="the same, as a flag")
     q.add_argument("--events", "-e", default="started,succeeded,failed,timed_out,cancelled,preempted",
                    help=f"comma-separated: {', '.join(NOTIFY_EVENTS)}; or Slurm's begin, end, fail, requeue, all "
                         "(default: all but requeued and unschedulable)")

@@ -77,11 +77,29 @@ def _notify_edit(api: Api, args: argparse.Namespace, hook_id: int) -> int:
     return 0
 
 
+def _hook_url_given(args: argparse.Namespace) -> str:
+    """`qm notify add`'s hook URL: positional, or `--hook-url` (as `qm notify edit` takes it).
+    None given with `--url`, which names the Quartermaster server (every command's flag), is the
+    hook written as `--url`: refused before any request, saying what --url is and the form to use
+    (argparse said only "the following arguments are required: URL" under a usage line showing
+    `--url URL`)."""
+    given = [url for url in (args.hook_url, args.hook_url_flag) if url is not None]
+    if len(set(given)) > 1:
+        raise CliError(f"two hook URLs given ({given[0]} and --hook-url {given[1]}): give one", exit_code=2)
+    if given:
+        return given[0]
+    if args.url:
+        raise CliError(f"no hook URL given: --url {args.url} names the Quartermaster server to talk to, not the "
+                       f"hook. Give the hook's URL: qm notify add {args.url} (or --hook-url {args.url})",
+                       exit_code=2)
+    raise CliError("no hook URL given: qm notify add HOOK_URL (or --hook-url HOOK_URL)", exit_code=2)
+
+
 def cmd_notify(api: Api, args: argparse.Namespace) -> int:
     """`qm notify add|list|edit|rotate|history|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
     action = args.notify_action
     if action == "add":
-        body: dict[str, Any] = {"url": args.hook_url, "events": _notify_events(args.events)}
+        body: dict[str, Any] = {"url": _hook_url_given(args), "events": _notify_events(args.events)}
         if args.team:
             body["team"] = args.team
         if args.secret:
@@ -89,7 +107,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         try:
             hook = api.request("POST", "notification-hooks/", body=body)
         except ApiError as error:
-            raise _hook_refused(error, {"url": "URL", "events": f"--events {args.events}",
+            raise _hook_refused(error, {"url": "HOOK_URL", "events": f"--events {args.events}",
                                         "team": f"--team {args.team}", "secret": "--secret"}) from None
         if args.json:
             output.emit_json(hook)

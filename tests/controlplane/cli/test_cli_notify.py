@@ -201,3 +201,27 @@ def test_history_prints_who_changed_the_hook_when_and_what_masked(alice_qm: Call
                                              events=["failed"], secret="x" * 20, created_at=timezone.now())
     refused = alice_qm("notify", "history", str(theirs.pk))
     assert refused.code == 1 and not refused.out and "Traceback" not in refused.err
+
+
+def test_a_hook_url_given_as_url_is_refused_pointing_to_the_hook_form(alice_qm: Callable[..., Any]) -> None:
+    """`--url` names the Quartermaster server (every command's); `qm notify add --url HOOK` was
+    refused by argparse with "the following arguments are required: URL" under a usage line that
+    shows `--url URL` too: it said neither what --url is nor how to give the hook."""
+    given = alice_qm("notify", "add", "--url", "https://hooks.example/x", "--events", "end")
+
+    assert given.code == 2 and not given.out
+    assert ("error: no hook URL given: --url https://hooks.example/x names the Quartermaster server to talk to, "
+            "not the hook. Give the hook's URL: qm notify add https://hooks.example/x (or --hook-url "
+            "https://hooks.example/x)") in given.err
+    assert not NotificationHook.objects.exists()
+
+
+def test_the_hook_url_may_be_given_as_hook_url_as_notify_edit_takes_it(alice_qm: Callable[..., Any]) -> None:
+    added = alice_qm("notify", "add", "--hook-url", "https://example.org/h", "--events", "failed")
+
+    assert added.code == 0, added.err
+    assert NotificationHook.objects.get().url == "https://example.org/h"
+
+    both = alice_qm("notify", "add", "https://example.org/a", "--hook-url", "https://example.org/b")
+    assert both.code == 2 and "two hook URLs given" in both.err
+    assert NotificationHook.objects.count() == 1
