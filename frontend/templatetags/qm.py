@@ -15,6 +15,7 @@ from django.utils.html import conditional_escape, format_html, format_html_join,
 from django.utils.safestring import SafeString, mark_safe
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
+from controlplane.services import eta_text as eta_words
 from controlplane.services import exit_codes, percent_text
 from controlplane.services.access import access_of, may_submit
 from controlplane.services.stopping import state_label
@@ -120,6 +121,13 @@ def eta_until(at: datetime | None) -> str:
         return "unknown"
     delta = (at - timezone.now()).total_seconds()
     return f"in {duration(delta)}" if delta > 0 else f"passed {duration(-delta)} ago"
+
+
+@register.filter
+def dependency_eta(would_start_if: str) -> str:
+    """A job waiting for a dependency: its ETA line, none until what would put it in line
+    (services/eta_text.py, the words `qm explain` and `qm status` say)."""
+    return eta_words.dependency_eta(would_start_if)
 
 
 @register.simple_tag

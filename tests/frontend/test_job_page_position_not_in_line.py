@@ -55,3 +55,21 @@ def test_a_job_waiting_for_a_dependency_has_no_queue_position_and_says_until_wha
     # the live update's state cells are the same template
     live = client.get(f"/ui/jobs.json?ordering=queue_position&ids={then.pk}").json()["html"][f"job-state-{then.pk}"]
     assert live == cell
+
+
+def test_a_job_waiting_for_a_dependency_has_no_eta_until_it_is_met_said_so(client_for, submit_as) -> None:
+    """Its ETA read "no estimate this cycle: the scheduler cannot promise a start for it yet",
+    as if a cycle had failed to estimate it: it is given none because it is not in line until
+    its dependency is met. The page says until what, as `qm explain` and `qm status` do."""
+    first = submit_as("alice", name="preprocess", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    then = submit_as("alice", name="train", gpus=8, dependencies=({"job": first.pk},))
+    run_cycle("test")
+    client = client_for("alice")
+
+    pages = [client.get(f"/jobs/{then.pk}/").content.decode(),
+             client.get(f"/ui/jobs/{then.pk}.json").json()["html"]["job-status"]]
+
+    etas = [page.split('<dd id="eta">', 1)[1].split("</dd>", 1)[0] for page in pages]
+    assert etas == [f"none until job {first.pk} succeeds: it is not in line before then, so no start is "
+                    "estimated"] * 2

@@ -179,7 +179,10 @@ class JobSerializer(serializers.ModelSerializer):
                   "every job in line); null unless pending, and null for a job waiting for a dependency, which is "
                   "not in the queue (`pending_would_start_if` says until what).")
     eta = _EtaField(read_only=True, allow_null=True,
-                    help_text="The engine's estimated start, if it could give one; null unless pending.")
+                    help_text="The engine's estimated start, if it could give one; null unless pending, and null "
+                              "for a job waiting for a dependency, which is not in line until it is met "
+                              "(`pending_would_start_if` says until what: 'job 412 succeeds'; its page and qm say "
+                              "'none until job 412 succeeds').")
     eta_told = _EtaToldField(
         read_only=True, allow_null=True,
         help_text="The first ETA the scheduler told it in the wait that ended in its latest start (null if that "
@@ -493,7 +496,10 @@ class ExplanationSerializer(serializers.Serializer):
         allow_null=True, help_text="Its place in the last cycle's queue, as on the job: null once it no longer waits, "
                                    "and for a job waiting for a dependency (not in the queue: `would_start_if` says "
                                    "until what).")
-    eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
+    eta = serializers.DateTimeField(
+        allow_null=True, help_text="The start the engine can promise at the latest (by runtime limits), if any; null "
+                                   "for a job waiting for a dependency, not in line until it is met (`would_start_if` "
+                                   "says until what: 'job 412 succeeds').")
     would_start_if = serializers.CharField(help_text="What would let it start.")
     first_eta = FirstEtaSerializer(
         allow_null=True, help_text="A waiting job with an ETA: the first ETA it was told in this wait, when, and how "

@@ -30,7 +30,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
     print(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
-        start = latest_start_text(e["state"], e["eta"], e["resolvable"], relative=True)
+        start = latest_start_text(e["state"], e["eta"], e["resolvable"], relative=True, code=e["reason_code"],
+                                  would_start_if=e["would_start_if"])
         output.fields([
             ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"], e["would_start_if"])),

@@ -8,6 +8,7 @@ from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.client import Api
+from controlplane.services.eta_text import dependency_eta
 from controlplane.services.percent_text import percent
 from scheduler_core.sentences import counted
 
@@ -44,15 +45,21 @@ def eta_text(value: str | None, *, relative: bool) -> str:
     return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
 
 
-def latest_start_text(state: str, eta: str | None, resolvable: bool, *, relative: bool) -> str:
+def latest_start_text(state: str, eta: str | None, resolvable: bool, *, relative: bool, code: str | None = None,
+                      would_start_if: str = "") -> str:
     """When a job is expected to start at the latest, as `qm explain` and `qm status` both say
     it: none for a job that can never run as asked (waiting, or ended unschedulable), its ETA,
-    "unknown" for a waiting job not yet estimated, "-" for one past waiting. They said "unknown"
-    and "-" of one job that could never run, as if its start were still to be estimated."""
+    none until what puts it in line for one waiting for a dependency (`code`, `would_start_if`:
+    the engine gives it no ETA, as the job page says: services/eta_text.py), "unknown" for a
+    waiting job not yet estimated, "-" for one past waiting. They said "unknown" and "-" of one
+    job that could never run, as if its start were still to be estimated, and "unknown" of one
+    waiting for a dependency until 7 Dec."""
     if state == "unschedulable" or (state == "pending" and not resolvable):
         return "none: it can never run as asked"
     if eta:
         return eta_text(eta, relative=relative)
+    if state == "pending" and code == "WaitingForDependency" and would_start_if:
+        return dependency_eta(would_start_if)
     return "unknown" if state == "pending" else "-"
 
 

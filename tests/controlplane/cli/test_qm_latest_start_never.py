@@ -44,3 +44,22 @@ def test_a_waiting_job_not_yet_estimated_is_unknown_in_both(alice_qm, fleet) -> 
 
     assert re.search(r"^  latest start:\s+unknown$", explained, re.M), explained
     assert re.search(r"^latest start:\s+unknown$", status, re.M), status
+
+
+def test_a_job_waiting_for_a_dependency_says_after_what_in_both(alice_qm, fleet) -> None:
+    """It has no ETA because the engine puts it in no line until its dependency is met, not
+    because a cycle could not estimate it: "unknown" (and the page's "no estimate this cycle")
+    read as the scheduler's failure. Both say until what, in the engine's words."""
+    job = f.make_job(fleet.ml, pending_code="WaitingForDependency", pending_would_start_if="job 412 succeeds",
+                     pending_message="Waits for job 412 to succeed (now running): until then it is not in the "
+                                     "queue and holds nothing.")
+
+    explained = alice_qm("explain", str(job.pk)).out
+    status = alice_qm("status", str(job.pk)).out
+
+    said = re.escape(DEPENDENCY)
+    assert re.search(rf"^  latest start:\s+{said}$", explained, re.M), explained
+    assert re.search(rf"^latest start:\s+{said}$", status, re.M), status
+
+
+DEPENDENCY = "none until job 412 succeeds: it is not in line before then, so no start is estimated"
