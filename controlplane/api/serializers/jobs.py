@@ -437,7 +437,9 @@ class NoLikelyStartSerializer(serializers.Serializer):
         help_text="no_record: no job waited with an ETA and started in the last `days`; no_node: the fleet has no "
                   "node to tell sizes by; too_few_of_its_size: fewer than `needed` jobs of its size class judged; "
                   "not_sooner_than_told: its class's median share of the wait told is not below one; "
-                  "eta_came_forward: its ETA now comes before that share of the wait it was first told.")
+                  "eta_came_forward: its ETA now comes before that share of the wait it was first told; "
+                  "eta_moved_back: its ETA has moved back since it was first told (by over a minute) and that share "
+                  "of the first wait is still ahead, where it would read too early.")
     reason = serializers.CharField(
         help_text="The same in the job page's words, after its 'No likely start: ' (qm explain: 'likely start: none: ').")
     size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES), allow_null=True,
@@ -447,8 +449,8 @@ class NoLikelyStartSerializer(serializers.Serializer):
     judged = serializers.IntegerField(help_text="Jobs of its size class judged in the last `days`.")
     needed = serializers.IntegerField(help_text="Jobs of its class it takes to tell a likely start (20).")
     share_of_wait = serializers.FloatField(
-        allow_null=True, help_text="not_sooner_than_told and eta_came_forward: its class's median share of the wait "
-                                   "told; else null.")
+        allow_null=True, help_text="not_sooner_than_told, eta_came_forward and eta_moved_back: its class's median "
+                                   "share of the wait told; else null.")
     days = serializers.IntegerField(help_text="The record's window, in days.")
 
 
