@@ -683,6 +683,21 @@ BUCKET_BAR_GAP = 0.2
 MAX_PERIOD_TICKS = 8
 
 
+def period_strides(bucket_s: int) -> tuple[int, ...]:
+    """The numbers of periods one tick may stand from the next, fewest first: hours in steps
+    that divide a day, days in steps of a week or two."""
+    return (1, 2, 3, 4, 6, 12, 24) if bucket_s < 86400 else (1, 2, 3, 7, 14)
+
+
+def period_ticks_zoomed(bucket_s: int) -> dict[str, Any]:
+    """What the page needs to tick a zoomed chart as `period_ticks` ticks the whole window
+    (qm.js: periodTicks, at each zoom, pan or reset): the period and the strides in ms, and the
+    most ticks. Spaced once for the whole window, the ticks of 26 hour bars stood every 4 hours
+    whatever the range drawn: two in a zoom to 8 hours, 60 in a zoom out to ten days."""
+    return {"period": bucket_s * 1000, "strides": [k * bucket_s * 1000 for k in period_strides(bucket_s)],
+            "most": MAX_PERIOD_TICKS, "day_labels": bucket_s >= 86400}
+
+
 def period_ticks(first: datetime, last: datetime, bucket_s: int) -> dict[str, Any]:
     """The x-axis of bars that each cover a period (an hour or a day, from `first` to `last`,
     the first and last bars' starts): its ticks on the periods' starts, a whole number of
@@ -693,7 +708,7 @@ def period_ticks(first: datetime, last: datetime, bucket_s: int) -> dict[str, An
     instant, the start of its bar, and stands on it, as a label does with a tick every few bars
     (a period's label centred on seven bars would read as the middle one's)."""
     count = int((last - first).total_seconds() // bucket_s) + 1
-    steps = (1, 2, 3, 4, 6, 12, 24) if bucket_s < 86400 else (1, 2, 3, 7, 14)
+    steps = period_strides(bucket_s)
     every = next((k for k in steps if math.ceil(count / k) <= MAX_PERIOD_TICKS), None)
     if every is None:
         every = steps[-1] * math.ceil(count / (MAX_PERIOD_TICKS * steps[-1]))
@@ -763,7 +778,7 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
     starts = [at for points in series.values() for at, _ in points]
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack",
                      xaxis={"type": "date", **period_ticks(min(starts), max(starts), bucket_s)},
-                     yaxis={"tickprefix": "$"})
+                     yaxis={"tickprefix": "$"}, meta={"period_ticks": period_ticks_zoomed(bucket_s)})
     if window is not None:
         caption += partial_buckets_said(*window, bucket, bucket_s, {at for points in series.values() for at, _ in points})
     return Chart(key, title, caption, _figure(data, layout))

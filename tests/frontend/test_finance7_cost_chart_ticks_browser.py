@@ -91,3 +91,94 @@ def test_hour_bars_tick_from_midnight() -> None:
     axis = period_ticks(first, first + timedelta(hours=40), 3600)
     assert axis["tick0"] == "2026-01-01 00:00:00" and axis["dtick"] == 6 * 3600 * 1000
     assert "ticklabelmode" not in period_ticks(first, first + timedelta(hours=4), 3600)   # "17:00" names the start
+
+
+ZOOM = """async ([from, to]) => {
+  const plot = document.querySelector('[data-chart="cost_over_time"] .chart');
+  const at = ms => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+  await Plotly.relayout(plot, from === null ? {'xaxis.autorange': true} : {'xaxis.range': [at(from), at(to)]});
+}"""
+
+IN_RANGE = """() => {
+  const plot = document.querySelector('[data-chart="cost_over_time"] .chart');
+  const axis = plot._fullLayout.xaxis;
+  const ms = v => typeof v === 'number' ? v : new Date(String(v).replace(' ', 'T') + 'Z').getTime();
+  const [a, b] = axis.range.map(ms);
+  return axis._vals.map(t => ms(t.x)).filter(x => a <= x && x <= b);
+}"""
+
+
+def _zoomed(finn: Any, window: tuple[int, int] | None, holds: str) -> dict[str, Any]:
+    """The chart zoomed to `window` (ms; None: plotly's autorange, a double click's reset) as a
+    drag of the pointer does (Plotly.relayout), its ticks read once `holds` (a JS test of the
+    ticks in the range drawn, `t`) does, or after 3 s; the test then says why they do not."""
+    finn.page.evaluate(ZOOM, [None, None] if window is None else list(window))
+    try:
+        finn.page.wait_for_function(f"() => {{ const t = ({IN_RANGE})(); return {holds}; }}", timeout=3_000)
+    except Exception:  # noqa: BLE001 (the assertions after say what the ticks are)
+        pass
+    return finn.page.evaluate(TICKS)
+
+
+def _ticks_in(drawn: dict[str, Any]) -> list[int]:
+    return [t["at"] for t in drawn["ticks"] if drawn["range"][0] <= t["at"] <= drawn["range"][1]]
+
+
+def _whole_periods_apart(ticks: list[int], period: int) -> None:
+    assert all(at % period == 0 for at in ticks), ticks
+    assert len({b - a for a, b in zip(ticks, ticks[1:])}) <= 1, ticks
+    assert all((b - a) % period == 0 for a, b in zip(ticks, ticks[1:])), ticks
+
+
+def test_zoomed_hour_bars_keep_readable_ticks_on_their_starts(session: Any, submit_as: Any) -> None:  # noqa: F811
+    """26 hour bars tick every 4 hours; zoomed to 8 of them that left two ticks (and a stretch of
+    three hours none), zoomed out to ten days 60 of them, a smear of labels: the spacing was worked
+    out once, for the whole window. Now it is worked out again for the range drawn."""
+    now = both_teams_ran_for(submit_as, hours=27)
+    end = accounting.floor_to(now, accounting.HOUR)
+    finn = session("finn")
+    finn.open(f"/showback/?window={_window(end - timedelta(hours=26), end)}")
+    first = finn.page.evaluate(TICKS)["buckets"][0]
+
+    zoom_in = (first + 6 * HOUR_MS + HOUR_MS // 3, first + 14 * HOUR_MS + HOUR_MS // 3)
+    drawn = _zoomed(finn, zoom_in, "t.length >= 8")
+    ticks = _ticks_in(drawn)
+    assert len(ticks) >= 8, drawn   # a tick on each of the 8 hours' starts in view
+    _whole_periods_apart(ticks, HOUR_MS)
+
+    drawn = _zoomed(finn, (first - 5 * 24 * HOUR_MS, first + 5 * 24 * HOUR_MS), f"t.length <= {MAX_PERIOD_TICKS + 1}")
+    ticks = _ticks_in(drawn)
+    assert 4 <= len(ticks) <= MAX_PERIOD_TICKS + 1, drawn
+    _whole_periods_apart(ticks, HOUR_MS)
+    assert all(at % (24 * HOUR_MS) % (ticks[1] - ticks[0]) == 0 for at in ticks), ticks  # from midnight
+
+    drawn = _zoomed(finn, None, "t.length <= 8 && t.length >= 6")   # reset: the figure's own, every 4 hours
+    ticks = _ticks_in(drawn)
+    assert {b - a for a, b in zip(ticks, ticks[1:])} == {4 * HOUR_MS}, drawn
+    assert finn.errors == []
+
+
+def test_zoomed_out_day_bars_tick_a_whole_number_of_days_apart(session: Any, submit_as: Any) -> None:  # noqa: F811
+    """4 day bars tick every day, each label centred on its day; zoomed out to two months that
+    was 60 ticks. Now every few days from the first bar, and back on every day zoomed in again."""
+    now = both_teams_ran_for(submit_as, hours=24 * 4 + 1)
+    end = accounting.floor_to(now, accounting.DAY)
+    finn = session("finn")
+    finn.open(f"/showback/?window={_window(end - timedelta(days=4), end)}")
+    day = 24 * HOUR_MS
+    first = finn.page.evaluate(TICKS)["buckets"][0]
+
+    drawn = _zoomed(finn, (first - 30 * day, first + 30 * day), f"t.length <= {MAX_PERIOD_TICKS + 1}")
+    ticks = _ticks_in(drawn)
+    assert 4 <= len(ticks) <= MAX_PERIOD_TICKS + 1, drawn
+    _whole_periods_apart(ticks, day)
+    assert all((at - first) % (ticks[1] - ticks[0]) == 0 for at in ticks), ticks   # counted from the first bar
+    # a label every few days names the instant it stands on, not the middle of one day
+    assert all(t["labelAt"] in (None, t["at"]) for t in drawn["ticks"]), drawn
+
+    drawn = _zoomed(finn, (first - day // 2, first + 2 * day + day // 2), "t.length >= 3")
+    ticks = _ticks_in(drawn)
+    assert ticks == [first, first + day, first + 2 * day], drawn
+    assert all(t["labelAt"] is not None and t["at"] < t["labelAt"] < t["at"] + day
+               for t in drawn["ticks"] if t["at"] in ticks), drawn   # each day's label on its day again
+    assert finn.errors == []

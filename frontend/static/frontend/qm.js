@@ -436,12 +436,54 @@
     });
   }
 
+  /* Bars that each cover a period (the showback's cost per hour or day: figures.period_ticks)
+     tick the periods' starts, a whole number of periods apart, counted from the figure's tick0
+     (midnight over hours, the first bar over days). The figure's own spacing fits its whole
+     window; zoomed, panned or set by the axis fields, the range drawn is ticked anew by the same
+     rule (figures.period_ticks_zoomed: the fewest periods apart that leave at most `most` ticks),
+     and reset, the figure's own again. Spaced once, 26 hour bars kept a tick every 4 hours: two
+     in a zoom to 8 hours, 60 zoomed out to ten days. A day's label is centred on its day only
+     while every day has a tick. */
+  function periodTicksFor(ticks, range) {
+    var period = ticks.period;
+    var count = Math.max(1, Math.floor(range[1] / period) - Math.ceil(range[0] / period) + 1);
+    var stride = null;
+    ticks.strides.forEach(function (each) {
+      if (stride === null && Math.ceil(count * period / each) <= ticks.most) stride = each;
+    });
+    var widest = ticks.strides[ticks.strides.length - 1];
+    if (stride === null) stride = widest * Math.ceil(count * period / (ticks.most * widest));
+    return { dtick: stride, ticklabelmode: ticks.day_labels && stride === period ? "period" : "instant" };
+  }
+
+  function periodTicksOf(layout) {
+    return layout && layout.meta && layout.meta.period_ticks;
+  }
+
+  /* The figure's layout with the ticks of the x range kept from a zoom (a live update redraws it). */
+  function keepPeriodTicks(layout) {
+    var ticks = periodTicksOf(layout);
+    var axis = layout.xaxis || {};
+    if (!ticks || !axis.range || axis.autorange !== false) return layout;
+    return Object.assign({}, layout, { xaxis: Object.assign({}, axis, periodTicksFor(ticks, axis.range.map(msOf))) });
+  }
+
+  function periodTicks(box, plot) {
+    var ticks = periodTicksOf(plot.layout);
+    var axis = plot._fullLayout && plot._fullLayout.xaxis;
+    if (!ticks || !axis || !box.qmOwnTicks) return;
+    var wanted = axis.autorange === false ? periodTicksFor(ticks, axis.range.map(msOf)) : box.qmOwnTicks;
+    if (axis.dtick === wanted.dtick && axis.ticklabelmode === wanted.ticklabelmode) return;
+    Plotly.relayout(plot, { "xaxis.dtick": wanted.dtick, "xaxis.ticklabelmode": wanted.ticklabelmode });
+  }
+
   /* The pointer's zoom (a drag, the mode bar, a double click) is the range chosen: a live update
      keeps it, and the time range buttons and the axis ranges' fields follow it. */
   function attachZoom(box, plot) {
     if (plot.dataset.qmZoom || typeof plot.on !== "function") return;
     plot.dataset.qmZoom = "1";
     plot.on("plotly_relayout", function (change) {
+      periodTicks(box, plot);
       if (box.qmRelayout || !change) return;
       var moved = false;
       AXES.forEach(function (name) {
@@ -801,7 +843,9 @@
     bindAxes(box);
     // (copied before plotly writes its autorange into the layout it draws)
     box.qmFigureAxes = figureAxes(chart.figure.layout);
-    var layout = keepRange(box, chart.figure.layout);
+    var own = chart.figure.layout.xaxis || {};
+    box.qmOwnTicks = { dtick: own.dtick, ticklabelmode: own.ticklabelmode || "instant" };
+    var layout = keepPeriodTicks(keepRange(box, chart.figure.layout));
     return Plotly.react(plot, keepHidden(box, chart.figure.data), layout, PLOT_CONFIG).then(function () {
       plot.dataset.drawn = "1";
       box.dataset.rendered = "plot";
