@@ -73,6 +73,9 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
         "running_jobs": queue.running_jobs,
         # Which waiting jobs are feasible is the cycle's finding: as of the last one.
         "oldest_feasible_pending_s": latest["oldest_feasible_pending_s"] if latest else None,
+        # ... of the jobs waiting at that cycle: with some waiting and none feasible (held, waiting
+        # for another job, never able to run as asked) the tile read "nobody waits" beside them
+        "waiting_at_cycle": latest["pending_jobs"] if latest else None,
         "preemptions_today": today["preemptions"],
         "fenced_requeues_today": today["fenced_requeues"],
         "lost_gpu_hours_today": today["lost_gpu_hours"],
@@ -105,8 +108,9 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
         "pending_jobs": count(n["pending_jobs"]),
         "running_jobs": count(n["running_jobs"]),
         "stranded_gpus": count(n["stranded_gpus"]),
-        "oldest_feasible_pending_s": "nobody waits" if n["oldest_feasible_pending_s"] is None
-        else qm.duration(n["oldest_feasible_pending_s"]),
+        "oldest_feasible_pending_s": qm.duration(n["oldest_feasible_pending_s"])
+        if n["oldest_feasible_pending_s"] is not None
+        else "none feasible" if n.get("waiting_at_cycle") else "nobody waits",
         "preemptions_today": count(n["preemptions_today"]),
         "fenced_requeues_today": count(n["fenced_requeues_today"]),
         "lost_gpu_hours_today": qm.as_gpu_hours(n["lost_gpu_hours_today"]),
