@@ -409,11 +409,13 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
                   title: str = "Fleet heat map", caption: str | None = None) -> Chart:
     """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
     slots on unavailable nodes grey; `highlight_job` marks one job's GPUs in red. Each row ends
-    with its node's free-slot count, as in seed 001's fragmentation figure."""
+    with its node's free-slot count, as in seed 001's fragmentation figure ("–" on a node that
+    takes no work)."""
     caption = caption or (
         "Every GPU of the fleet: a row per node (grouped by pool and leaf switch), a column per GPU "
         "slot, coloured by the team holding it; pale cells are free, grey cells sit on nodes that "
-        "take no work; the number at the right of a row is that node's free GPUs."
+        "take no work; the number at the right of a row is that node's free GPUs (– on a node that "
+        "takes no work: its idle GPUs are away, not free, as qm sinfo counts them)."
     )
     x_title, y_title = "GPU slot (index on the node)", "node (pool / name)"
     if not rows:
@@ -485,7 +487,10 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
     if len(rows) <= 160:
         data.append({
             "type": "scatter", "mode": "text", "x": [width - 0.5 + 0.45] * len(rows), "y": labels,
-            "text": [str(r.free) for r in rows], "textposition": "middle right", "hoverinfo": "skip",
+            # (a grey row's idle GPUs are away, not free: "8" there read as free beside
+            # qm sinfo's FREE 0, AWAY 16)
+            "text": [str(r.free) if _takes_work(r) else "–" for r in rows], "textposition": "middle right",
+            "hoverinfo": "skip",
             "showlegend": False, "cliponaxis": False, "textfont": {"size": 11, "color": "#495057"},
         })
     layout = _layout(

@@ -24,7 +24,7 @@ def test_heat_map_colours_each_slot_by_its_team_and_counts_free_slots():
     assert heat["z"] == [[3, 3, 0, 0], [2, 1, 1, 1]]
     assert heat["customdata"][0][:2] == [7, 7]
     assert "a job of another team" in heat["text"][1][0]
-    assert chart.figure["data"][1]["text"] == ["2", "3"]  # free slots per row
+    assert chart.figure["data"][1]["text"] == ["2", "–"]  # free slots per row; none free on a cordoned node
     assert chart.notes["free_gpus"] == 2  # the cordoned node's free slots take no work
 
 
