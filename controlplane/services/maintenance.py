@@ -226,6 +226,11 @@ def _check_times(start_at: datetime | None, end_at: datetime | None, duration_s:
         if duration_s <= 0:
             errors["duration_s"] = f"{duration_s} s: a window lasts at least a second"
             return start_at, None
+        if duration_s > max_length_s():
+            # said as the rule, in days: not the calendar's end, in seconds nobody typed
+            errors["duration_s"] = (f"{span(duration_s)} long: a window lasts at most {span(max_length_s())} "
+                                    "(QM_MAINTENANCE_MAX_S); schedule a longer maintenance as back-to-back windows")
+            return start_at, None
         try:
             end_at = start_at + timedelta(seconds=duration_s)
         except OverflowError:

@@ -93,3 +93,19 @@ def test_an_overlapping_window_is_a_400_on_nodes_naming_the_other(admin: APIClie
     # Once the first is cancelled, its time is free.
     assert admin.post(f"{URL}{first['id']}/cancel/").status_code == 200
     assert admin.patch(f"{URL}{other['id']}/", {"nodes": ["h100-3", "h100-2"]}, format="json").status_code == 200
+
+
+def test_a_duration_of_years_is_refused_by_the_windows_longest_not_a_bare_bound(admin: APIClient, fleet: Fleet) -> None:
+    """`qm maint add -d 100000d` (8,640,000,000 s) was refused "Ensure this value is less than or
+    equal to 2147483647.", a bound in seconds nobody typed, where `--end` a year on said the rule:
+    a window lasts at most 14 d. Both now say the rule, on PATCH as on POST."""
+    start = timezone.now() + timedelta(hours=1)
+    for seconds in (100_000 * 86400, 10**30):
+        words = _refused(admin.post(URL, {"nodes": ["h100-1"], "start_at": _iso(start), "duration_s": seconds,
+                                          "reason": "firmware"}, format="json"), "duration_s")
+        assert "2147483647" not in words, words
+        assert "a window lasts at most 14 d" in words, words
+    window = _window(admin, ["h100-1"], start, 1)
+    words = _refused(admin.patch(f"{URL}{window['id']}/", {"duration_s": 100_000 * 86400}, format="json"), "duration_s")
+    assert "a window lasts at most 14 d" in words, words
+    assert MaintenanceWindow.objects.get().end_at == MaintenanceWindow.objects.get().start_at + timedelta(hours=1)
