@@ -50,7 +50,7 @@ from controlplane.services import (
 )
 from controlplane.services import jobs as job_service
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
-from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
+from controlplane.services.dependencies import NEVER_SATISFIED, jobs_named, page_of, singleton_page
 from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import REQUEUEING_STOPS, attach_stop_reasons, label_totals, stop_reason
 from controlplane.services.transitions import (
@@ -65,7 +65,7 @@ from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.templatetags import qm
 from frontend.timeline import state_segments
-from scheduler_core.sentences import gang_roles
+from scheduler_core.sentences import counted, gang_roles
 
 PAGE_SIZE = 50
 MAX_EVENTS = 1000
@@ -477,6 +477,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
+        "cancel_question": cancel_question(job, waited_on_by),
         # Hold and release where the API allows them (services/holds.py): a waiting job of the
         # user's team; an admin's hold is released only by an admin.
         "may_hold": job.state == JobState.PENDING and not job.hold and who.may_submit_for(job.team_id),
@@ -498,6 +499,22 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "eta_told_gap": eta_told_gap(job),
         "now": now,
     }
+
+
+def cancel_question(job: Job, waited_on_by: list[dict[str, Any]]) -> str:
+    """The Cancel button's question: the job, and the jobs waiting on it that the cancel takes
+    with it (their dependency never to be met: `page_of`'s `cancelled_with_it`), named, as the
+    API's answer names those it took; a researcher heard of them only afterwards, if at all."""
+    question = f"Cancel job {job.pk} ({job.name})?"
+    taken = [d for d in waited_on_by if d["cancelled_with_it"]]
+    if not taken:
+        return question
+    listed = jobs_named([(d["job"], d["name"] if d["visible"] else None, d["array_index"]) for d in taken])
+    one = len(taken) == 1
+    conditions = ", ".join(sorted({d["condition"] for d in taken}))
+    return (f"{question} {counted(len(taken), 'job')} waiting on it ({conditions}) {'is' if one else 'are'} "
+            f"cancelled with it, {'its' if one else 'their'} dependency never to be met, and so is any job waiting "
+            f"on {'it' if one else 'them'}: {listed}.")
 
 
 def job_cost_to_now(job: Job, now: datetime, runs: dict[str, Any]) -> Decimal:

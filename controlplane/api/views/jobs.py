@@ -59,6 +59,7 @@ from controlplane.models import Allocation, AllocationGpu, Event, Job
 from controlplane.services import (
     access,
     array_limit,
+    dependencies,
     eta_record,
     holds,
     job_costs,
@@ -187,7 +188,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         was = job.state
         job.refresh_from_db()
         if job.state == JobState.CANCELLED:
-            detail = f"Job {job.pk} cancelled."
+            detail = f"Job {job.pk} cancelled." + self._cancelled_with(request, job)
         elif was == JobState.PREEMPTING:
             stop = self._stop(job)
             by = (f" by {utc_second(stop.release_deadline)}"
@@ -197,6 +198,20 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         else:
             detail = f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
         return Response({"job": job_payload(job), "detail": detail})
+
+    @staticmethod
+    def _cancelled_with(request: Request, job: Job) -> str:
+        """The jobs the cancel took with it (waiting on it, their dependency never to be met
+        now, and theirs down the chain), named: the cancel's one answer about them, which a
+        researcher who cancelled one job would otherwise not hear of. "" for none."""
+        gone = dependencies.cancelled_with(job.pk, job.finished_at) if job.finished_at else []
+        if not gone:
+            return ""
+        viewer = access.access_of(request.user)
+        listed = dependencies.jobs_named([(pk, name if viewer.may_read_team(team) else None, index)
+                                          for pk, name, index, team in gone])
+        return (f" With it {counted(len(gone), 'job')} that waited on it {'was' if len(gone) == 1 else 'were'} "
+                f"cancelled, {'its' if len(gone) == 1 else 'their'} dependency never to be met now: {listed}.")
 
     @extend_schema(request=JobUpdateSerializer, responses={200: JobChangeSerializer})
     def partial_update(self, request: Request, pk: str | None = None) -> Response:

@@ -72,10 +72,12 @@ Where each lives (one module a concept; this package's names are the ones other 
 - `cycles`: the cycles a change or a rename would close (`cycle_errors`);
 - `renames`: a rename's rewording of the jobs it frees or holds up (`reword_after_rename`);
 - `settling`: a job's start or end met or doomed its dependents' conditions (`started`, `ended`);
-- `cancels`: a waiting job whose dependency can never be met, cancelled down the chain;
+- `cancels`: a waiting job whose dependency can never be met, cancelled down the chain, and the
+  jobs one cancel took with it (`cancelled_with`);
 - `pages`: the read side, for the API and the job's page (`of_jobs`, `page_of`, `singleton_page`).
 """
 
+from controlplane.services.dependencies.cancels import cancelled_with
 from controlplane.services.dependencies.changes import Replacement, judge, lock_changes, replace, text_now
 from controlplane.services.dependencies.conditions import (
     MAX_DEPENDENCIES,
@@ -102,12 +104,12 @@ from controlplane.services.dependencies.upstream import (
     wanted_from,
 )
 from controlplane.services.dependencies.waiting import waiting_among, waits
-from controlplane.services.dependencies.words import AWAITS, any_of_words, outcome, state_word
+from controlplane.services.dependencies.words import AWAITS, any_of_words, jobs_named, outcome, state_word
 
 __all__ = [
     "AWAITS", "MAX_DEPENDENCIES", "MAX_UPSTREAM_JOBS", "NEVER_SATISFIED", "SATISFIED", "UNKNOWN_INDICES", "Blocker",
-    "Change", "Refused", "Replacement", "Upstream", "Wanted", "any_of_words", "corresponding_words", "cycle_errors",
-    "ended", "is_met", "judge", "lock_changes", "never_met", "of_jobs", "outcome", "page_of", "record", "replace",
-    "resolve", "reword_after_rename", "singleton_blockers", "singleton_of", "singleton_page", "started", "state_word",
-    "text_now", "waiting_among", "waiting_words", "waits", "wanted_from",
+    "Change", "Refused", "Replacement", "Upstream", "Wanted", "any_of_words", "cancelled_with", "corresponding_words",
+    "cycle_errors", "ended", "is_met", "jobs_named", "judge", "lock_changes", "never_met", "of_jobs", "outcome",
+    "page_of", "record", "replace", "resolve", "reword_after_rename", "singleton_blockers", "singleton_of",
+    "singleton_page", "started", "state_word", "text_now", "waiting_among", "waiting_words", "waits", "wanted_from",
 ]

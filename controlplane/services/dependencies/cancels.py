@@ -8,6 +8,8 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
+
 from controlplane.choices import DependencyCondition, DependencyMode, EventKind, JobState
 from controlplane.models import Event, Job, JobDependency
 from controlplane.services import dependency_text
@@ -88,3 +90,15 @@ def _cancel_events(job_id: int, team_id: int, change: Change, condition: str, al
               message=f"Job cancelled: its dependency on job {upstream_id} can never be met",
               job_id=job_id, team_id=team_id, data={"state": JobState.CANCELLED.value, "exit_code": None}),
     ]
+
+
+def cancelled_with(job_id: int, at: datetime) -> list[tuple[int, str, int | None, int]]:
+    """The jobs a cancel of `job_id` at `at` cancelled down its chain (their dependency never
+    to be met now): (id, name, array index, team id), by id. Read from their own `job.cancelled`
+    events, which name the job whose end began the chain (`data.upstream` for its direct
+    dependents, `data.because_job` further down) and the instant, so a cascade of an earlier end
+    of the same job (it was requeued since) is not counted. One query."""
+    events = Event.objects.filter(kind=EventKind.JOB_CANCELLED, reason=NEVER_SATISFIED, created_at=at).filter(
+        Q(data__upstream=job_id, data__because_job__isnull=True) | Q(data__because_job=job_id))
+    return list(Job.objects.filter(pk__in=events.values("job_id")).order_by("pk")
+                .values_list("pk", "name", "array_index", "team_id"))

@@ -8,9 +8,10 @@ from typing import Any
 
 from django.db.models import Q
 
-from controlplane.choices import DependencyCondition, JobState
+from controlplane.choices import DependencyCondition, DependencyMode, JobState
 from controlplane.models import Job, JobDependency
 from controlplane.services import access
+from controlplane.services.dependencies.conditions import never_met
 from controlplane.services.dependencies.singletons import shown, singleton_blockers
 from controlplane.services.dependencies.words import AWAITS, state_word
 
@@ -39,13 +40,17 @@ def page_of(job_id: int, viewer: access.Access) -> tuple[list[dict[str, Any]], l
     """For the job's page, in one query: what it runs after (each upstream job, what it waits
     for it to do in words, where it stands, when it was met) and the jobs waiting on it. A job
     of a team the viewer may not read (an admin may tie jobs of two teams) is named by its id
-    only: no name, no link (`visible` False)."""
+    only: no name, no link (`visible` False). Each job waiting on it says whether a cancel of it
+    would cancel that job too (`cancelled_with_it`: waiting, all-of, on a condition a cancel
+    never meets, as `settling` then decides), for the Cancel button's question."""
     runs_after: list[dict[str, Any]] = []
     waited_on_by: list[dict[str, Any]] = []
-    for dependent, upstream, condition, met_at, up_state, up_name, up_team, down_state, down_name, down_team in (
+    for (dependent, upstream, condition, met_at, up_state, up_name, up_team, down_state, down_name, down_team,
+         down_index, down_mode) in (
         JobDependency.objects.filter(Q(job_id=job_id) | Q(upstream_id=job_id)).order_by("job_id", "upstream_id")
         .values_list("job_id", "upstream_id", "condition", "satisfied_at", "upstream__state", "upstream__name",
-                     "upstream__team_id", "job__state", "job__name", "job__team_id")
+                     "upstream__team_id", "job__state", "job__name", "job__team_id", "job__array_index",
+                     "job__dependency_mode")
     ):
         if dependent == job_id:
             visible = viewer.may_read_team(up_team)
@@ -55,7 +60,11 @@ def page_of(job_id: int, viewer: access.Access) -> tuple[list[dict[str, Any]], l
         else:
             visible = viewer.may_read_team(down_team)
             waited_on_by.append({"job": dependent, "name": down_name if visible else "", "visible": visible,
-                                 "condition": condition, "state": state_word(down_state), "met_at": met_at})
+                                 "array_index": down_index if visible else None,
+                                 "condition": condition, "state": state_word(down_state), "met_at": met_at,
+                                 "cancelled_with_it": (met_at is None and down_state == JobState.PENDING
+                                                       and down_mode == DependencyMode.ALL
+                                                       and never_met(condition, JobState.CANCELLED))})
     return runs_after, waited_on_by
 
 

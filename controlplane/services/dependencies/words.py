@@ -1,7 +1,7 @@
 """How dependencies are said: what became of an upstream job (`outcome`), where one stands
 (`state_word`, `singleton_word`), what a dependent still waits on (`still_waiting`), and the
 engine's sentence on a job out of line as the cycle stores it (`stored_words`; any-of dependencies,
-Slurm's ``?``, said as such: `any_of_words`)."""
+Slurm's ``?``, said as such: `any_of_words`), and the jobs a cancel takes with it (`jobs_named`)."""
 
 from __future__ import annotations
 
@@ -118,3 +118,20 @@ def stored_words(spec: engine.JobSpec, any_of: bool) -> tuple[str, str, str]:
     message, would = any_of_words(why.message, why.would_start_if, spec.waits_on) if any_of else \
         (why.message, why.would_start_if)
     return why.code.value, message, would
+
+
+#: The jobs a cancel's question or answer names of those it takes with it; the rest are counted.
+CANCELLED_WITH_NAMED = 5
+
+
+def jobs_named(jobs: Sequence[tuple[int, str | None, int | None]]) -> str:
+    """Jobs (id, name or None for one the reader may not see, array index) as a cancel says
+    those it takes with it: "job 12 (train), job 13 (sweep [0]) and job 14 (another team's)", the
+    first CANCELLED_WITH_NAMED of them and "and N more"."""
+    named = [f"job {pk} (another team's)" if name is None else
+             f"job {pk} ({name})" if index is None else f"job {pk} ({name} [{index}])"
+             for pk, name, index in jobs[:CANCELLED_WITH_NAMED]]
+    more = len(jobs) - len(named)
+    if more:
+        return ", ".join(named) + f" and {more} more"
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + f" and {named[-1]}"
