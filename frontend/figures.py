@@ -405,17 +405,22 @@ def _takes_work(row: Any) -> bool:
     return bool(row.state == NodeState.READY and not getattr(row, "in_maintenance", False))
 
 
+#: A heat map of at most this many rows ends each with its node's free GPUs, and says so.
+FREE_COUNT_ROWS = 160
+FREE_COUNT_SAID = "The number at the right of a row is that node's free GPUs (– on a node that takes no work)."
+
+
 def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
                   title: str = "Fleet heat map", caption: str | None = None) -> Chart:
     """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
     slots on unavailable nodes grey; `highlight_job` marks one job's GPUs in red. Each row ends
     with its node's free-slot count, as in seed 001's fragmentation figure ("–" on a node that
-    takes no work)."""
+    takes no work), which the caption then says (`FREE_COUNT_SAID`, whatever caption the page
+    gives: the job and node pages' maps drew the numbers unexplained)."""
     caption = caption or (
         "Every GPU of the fleet: a row per node (grouped by pool and leaf switch), a column per GPU "
         "slot, coloured by the team holding it; pale cells are free, grey cells sit on nodes that "
-        "take no work; the number at the right of a row is that node's free GPUs (– on a node that "
-        "takes no work: its idle GPUs are away, not free, as qm sinfo counts them)."
+        "take no work (their idle GPUs are away, not free, as qm sinfo counts them)."
     )
     x_title, y_title = "GPU slot (index on the node)", "node (pool / name)"
     if not rows:
@@ -484,7 +489,8 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         "colorbar": {"tickmode": "array", "tickvals": list(range(n)), "ticktext": categories,
                      "title": {"text": "holder"}, "len": bar_len},
     }]
-    if len(rows) <= 160:
+    if len(rows) <= FREE_COUNT_ROWS:
+        caption = f"{caption} {FREE_COUNT_SAID}"
         data.append({
             "type": "scatter", "mode": "text", "x": [width - 0.5 + 0.45] * len(rows), "y": labels,
             # (a grey row's idle GPUs are away, not free: "8" there read as free beside
