@@ -162,11 +162,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = _with_their_rows(rows, page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
-    array_states = array_limit = None
+    array_states = array_limit = array_actions = None
     if array_id:  # (state, state_label, n): a stopping task counted by why it stops
         array_states = label_totals(jobs.filter(array_id=array_id))
         # Slurm's %N: every task carries the array's limit (PATCH job-arrays/{id}/ sets them all).
         array_limit = jobs.filter(array_id=array_id).values_list("array_task_limit", flat=True).first()
+        array_actions = _array_actions(request, array_id)
     ids = [job.pk for job in page.object_list][:MAX_LIVE_ROWS]
     # The live update re-reads this list (its filters, sort and page) for the rows shown and the
     # jobs submitted after `seen`; a refused filter lists nothing to keep up.
@@ -187,6 +188,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "array_id": array_id,
         "array_states": array_states,
         "array_limit": array_limit,
+        "array_actions": array_actions,
         "may_submit": access.may_submit(user),
         "live_url": "" if filterset.is_bound and not filtered else
                     reverse("frontend:jobs-json") + (f"?{live.urlencode()}" if live else ""),
@@ -201,6 +203,19 @@ def job_list(request: HttpRequest) -> HttpResponse:
         context.update(_submit_choices(request))
     # 400 as the history page and the API answer a refused filter
     return render(request, "frontend/jobs.html", context, status=400 if context["filter_errors"] else 200)
+
+
+def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None:
+    """The array summary's buttons (`scancel ARRAY`, `scontrol hold/release ARRAY`: the API's
+    job-arrays actions), for a reader who may act on its team's jobs as the API lets them: its
+    name and the actions' URLs. None for a reader who may not (finance, another team), or an
+    array not theirs to see. One query."""
+    first = access.visible_jobs(request.user).filter(array_id=array_id).order_by("array_index", "pk").values(
+        "name", "team_id").first()
+    if first is None or not access.access_of(request.user).may_submit_for(first["team_id"]):
+        return None
+    return {"name": first["name"], **{f"{verb}_url": reverse(f"v1:job-array-{verb}", args=[array_id])
+                                      for verb in ("hold", "release", "cancel")}}
 
 
 @login_required
@@ -262,6 +277,10 @@ def _list_news(request: HttpRequest, after: int, shown: list[int]) -> dict[str, 
     html = {"jobs-count": render_to_string("frontend/_jobs_count.html", context),
             "jobs-pages": render_to_string("frontend/_jobs_pages.html", context),
             "jobs-new": render_to_string("frontend/_jobs_new.html", context)}
+    array_id = request.GET.get("array_id")
+    if array_id:  # the array summary's counts follow its tasks (a cancel from its buttons, the scheduler)
+        array_states = label_totals(access.visible_jobs(request.user).filter(array_id=array_id))
+        html["array-summary"] = render_to_string("frontend/_array_summary.html", {"array_states": array_states})
     new_rows = _with_their_rows(rows, news.ids) if news.ids else []
     if news.in_place:
         said = "; ".join(f"job {job.pk} {job.name}" for job in new_rows)

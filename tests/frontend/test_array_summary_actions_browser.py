@@ -1,0 +1,59 @@
+"""In Chromium: a job array's summary on the Jobs page (`?array_id=`) offers what `scancel
+ARRAY` and `scontrol hold/release ARRAY` do, through the API's job-arrays actions. It offered
+nothing: a researcher who submitted a 100-task sweep from the form could stop it only one task
+page at a time. The summary's counts follow what the buttons did, without a reload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from controlplane.choices import JobState
+from controlplane.models import Job
+from controlplane.services.jobs import SubmitRequest, submit
+from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _sweep(tasks: int) -> str:
+    """An array of `tasks` tasks that wait (no scheduling loop runs here): its id."""
+    return str(submit(user("alice"), SubmitRequest(name="sweep", gpus=1, array=f"0-{tasks - 1}")).array_id)
+
+
+def test_a_researcher_holds_releases_and_cancels_an_array_from_its_summary(session: Any) -> None:  # noqa: F811
+    array_id = _sweep(3)
+    tab = session("alice")
+    tab.open(f"/jobs/?array_id={array_id}")
+    page = tab.page
+    notice = page.locator("#action-result")
+    summary = page.locator("[data-live-html=array-summary]")
+    expect(summary).to_have_text("Pending 3")
+
+    page.click("#array-hold")
+    expect(notice).to_contain_text("3 held", timeout=LIVE_TIMEOUT_MS)
+    assert set(Job.objects.filter(array_id=array_id).values_list("hold", flat=True)) == {"user"}
+
+    page.click("#array-release")
+    expect(notice).to_contain_text("3 released", timeout=LIVE_TIMEOUT_MS)
+
+    page.click("#array-cancel")
+    expect(notice).to_have_text(f"Array {array_id} (sweep, 3 tasks): 3 cancelled, 0 stopping.",
+                                timeout=LIVE_TIMEOUT_MS)
+    expect(summary).to_have_text("Cancelled 3", timeout=LIVE_TIMEOUT_MS)  # the counts follow, no reload
+    assert set(Job.objects.filter(array_id=array_id).values_list("state", flat=True)) == {JobState.CANCELLED}
+    assert page.locator("#array-cancel").count() == 1  # the page is the one it was: no navigation
+    assert tab.errors == []
+
+
+def test_a_reader_who_may_not_act_on_the_array_is_offered_no_button(session: Any) -> None:  # noqa: F811
+    array_id = _sweep(2)
+    tab = session("admin")  # an admin may act on any array: sees them
+    tab.open(f"/jobs/?array_id={array_id}")
+    expect(tab.page.locator("#array-cancel")).to_be_visible()
+    bob = session("bob")  # another team's researcher does not see the array at all
+    bob.open(f"/jobs/?array_id={array_id}")
+    expect(bob.page.locator("#array-cancel")).to_have_count(0)
+    assert tab.errors == [] and bob.errors == []
