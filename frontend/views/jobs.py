@@ -162,9 +162,10 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = _with_their_rows(rows, page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
-    array_states = array_limit = array_actions = None
-    if array_id:  # (state, state_label, n): a stopping task counted by why it stops
-        array_states = label_totals(jobs.filter(array_id=array_id))
+    array_summary: dict[str, Any] = {}
+    array_limit = array_actions = None
+    if array_id:
+        array_summary = _array_summary(jobs, array_id)
         # Slurm's %N: every task carries the array's limit (PATCH job-arrays/{id}/ sets them all).
         array_limit = jobs.filter(array_id=array_id).values_list("array_task_limit", flat=True).first()
         array_actions = _array_actions(request, array_id)
@@ -186,7 +187,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "chosen_states": request.GET.getlist("state"),
         "visible_teams": _job_teams(user),
         "array_id": array_id,
-        "array_states": array_states,
+        **array_summary,
         "array_limit": array_limit,
         "array_actions": array_actions,
         "may_submit": access.may_submit(user),
@@ -203,6 +204,15 @@ def job_list(request: HttpRequest) -> HttpResponse:
         context.update(_submit_choices(request))
     # 400 as the history page and the API answer a refused filter
     return render(request, "frontend/jobs.html", context, status=400 if context["filter_errors"] else 200)
+
+
+def _array_summary(jobs: QuerySet[Job], array_id: str) -> dict[str, Any]:
+    """The array summary's counts: its tasks per state (state, state_label, n: a stopping task
+    counted by why it stops) and how many of the waiting ones are held (out of the queue until
+    released, which "Pending 8" alone did not say). Two queries, three when one stops."""
+    tasks = jobs.filter(array_id=array_id)
+    return {"array_states": label_totals(tasks),
+            "array_held": tasks.filter(state=JobState.PENDING).exclude(hold="").count()}
 
 
 def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None:
@@ -279,8 +289,8 @@ def _list_news(request: HttpRequest, after: int, shown: list[int]) -> dict[str, 
             "jobs-new": render_to_string("frontend/_jobs_new.html", context)}
     array_id = request.GET.get("array_id")
     if array_id:  # the array summary's counts follow its tasks (a cancel from its buttons, the scheduler)
-        array_states = label_totals(access.visible_jobs(request.user).filter(array_id=array_id))
-        html["array-summary"] = render_to_string("frontend/_array_summary.html", {"array_states": array_states})
+        html["array-summary"] = render_to_string("frontend/_array_summary.html",
+                                                 _array_summary(access.visible_jobs(request.user), array_id))
     new_rows = _with_their_rows(rows, news.ids) if news.ids else []
     if news.in_place:
         said = "; ".join(f"job {job.pk} {job.name}" for job in new_rows)

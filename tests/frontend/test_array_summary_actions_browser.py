@@ -57,3 +57,19 @@ def test_a_reader_who_may_not_act_on_the_array_is_offered_no_button(session: Any
     bob.open(f"/jobs/?array_id={array_id}")
     expect(bob.page.locator("#array-cancel")).to_have_count(0)
     assert tab.errors == [] and bob.errors == []
+
+
+def test_the_summary_says_how_many_waiting_tasks_are_held(session: Any) -> None:  # noqa: F811
+    """Held tasks are pending, out of the queue: the summary read "Pending 3" before and after a
+    hold, beside a Release button, and only each row said "held"."""
+    array_id = _sweep(3)
+    Job.objects.filter(array_id=array_id, array_index__lt=2).update(hold="user")
+    tab = session("alice")
+    tab.open(f"/jobs/?array_id={array_id}")
+    page = tab.page
+    summary = page.locator("[data-live-html=array-summary]")
+    expect(summary).to_have_text("Pending 3 (2 held)")
+
+    page.click("#array-release")
+    expect(summary).to_have_text("Pending 3", timeout=LIVE_TIMEOUT_MS)  # the live update says it too
+    assert tab.errors == []
