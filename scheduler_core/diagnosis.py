@@ -19,7 +19,7 @@ from scheduler_core.maintenance import NO_NODES, run_end
 from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, loners
 from scheduler_core.sentences import counted, duration, verb
-from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
+from scheduler_core.state import FLEET, HOLD, LEAF, SPINE, Grant
 from scheduler_core.types import JobSpec, ReasonCode, TopologyConstraint
 
 
@@ -157,6 +157,33 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     )
 
 
+#: How many node names a sentence lists before "…" (a gang may use hundreds).
+LISTED_NODES = 4
+
+
+def node_list(names: Sequence[str]) -> str:
+    """Node names as a sentence lists them: "n0, n1", or the first four and "…"."""
+    return ", ".join(names[:LISTED_NODES]) + (", …" if len(names) > LISTED_NODES else "")
+
+
+def taken_nodes(ctx: CycleContext, grants: Sequence[Grant], nodes: Sequence[int],
+                blocked: Sequence[int]) -> str:
+    """Which of the ``nodes`` a placement uses the windows take out of service (``blocked``),
+    as "takes … out of service" names them: "it" or "them" when they are all of its nodes,
+    else by name ("n3", "5 of them (n1, n2, n3, n4, …)"), a heterogeneous gang's with the
+    roles of its members there ("n1 (rollout)"). (A 4-node gang with one node under a window
+    was told it "would fit now on 1 node": only that node was counted.)"""
+    if len(blocked) == len(nodes):
+        return "it" if len(nodes) == 1 else "them"
+    state = ctx.state
+    named = []
+    for n in blocked:
+        roles = sorted({g.role for g in grants if g.node == n and g.role})
+        named.append(state.nodes[n].name + (f" ({', '.join(roles)})" if roles else ""))
+    listed = node_list(named)
+    return listed if len(blocked) <= LISTED_NODES else f"{len(blocked)} of them ({listed})"
+
+
 def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[PlacementRequest],
                         needs_whole: bool) -> Outcome | None:
     """``MaintenanceWindow`` for a job that would be placed now but for the maintenance
@@ -185,10 +212,10 @@ def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[Pla
         if not windows:
             continue
         names = ctx.state.nodes
-        blocked = [names[n].name for n in nodes if calendar.blocking((n,), now, end)]
+        blocked = [n for n in nodes if calendar.blocking((n,), now, end)]
         reopen = max(w.end_at for w in windows)
         first = min(w.start_at for w in windows)
-        them = "it" if len(blocked) == 1 else "them"
+        them = taken_nodes(ctx, grants, nodes, blocked)
         if len(windows) == 1:
             w = windows[0]
             what = (f"maintenance window {w.id}{f' ({w.reason})' if w.reason else ''} takes "
@@ -203,8 +230,8 @@ def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[Pla
                     f"t={end:.0f}")
         return Outcome(
             ReasonCode.MAINTENANCE_WINDOW,
-            f"It would fit now on {counted(len(blocked), 'node')} ({', '.join(blocked[:4])}"
-            f"{', …' if len(blocked) > 4 else ''}), but {what}, and {why}. It may start there "
+            f"It would fit now on {counted(len(nodes), 'node')} "
+            f"({node_list([names[n].name for n in nodes])}), but {what}, and {why}. It may start there "
             f"once the maintenance has ended, or earlier elsewhere as GPUs free up.",
             True,
             f"the maintenance ends at t={reopen:.0f}, GPUs free up on other nodes"

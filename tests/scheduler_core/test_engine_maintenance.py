@@ -6,7 +6,7 @@ that only maintenance keeps waiting says so, with the window and when it ends.""
 from __future__ import annotations
 
 import pytest
-from engine_builders import bound, bound_nodes, make_cluster, make_job, make_running, preempted, why
+from engine_builders import bound, bound_nodes, make_cluster, make_job, make_running, preempted, role, why
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +42,52 @@ def test_maintenance_window_a_job_that_would_run_into_it_waits_and_says_why():
     assert "would end it at t=7200" in w.message
     assert "runtime limit ending by t=3600" in w.would_start_if
     assert plan.fleet.pending_by_reason == {"MaintenanceWindow": 1}
+
+
+# Each shape, the nodes its run would use (all of them: none but the window keeps it from
+# starting) and those of them a window takes out of service. A 32-GPU gang needing 4 whole
+# nodes was told "It would fit now on 1 node (n3)": only the node under the window was
+# counted and named, as if the gang fitted on it.
+@pytest.mark.parametrize(("nodes", "windows", "job", "said"), [
+    (1, (("7", ("n0",), HOUR),), make_job("j").gpus(8),
+     "It would fit now on 1 node (n0), but maintenance window 7 takes it out of service from "
+     "t=3600 to t=7200,"),
+    (4, (("3", ("n3",), HOUR),), make_job("j").gpus(32).per_node(8),
+     "It would fit now on 4 nodes (n0, n1, n2, n3), but maintenance window 3 takes n3 out of "
+     "service from t=3600 to t=7200,"),
+    (2, (("3", ("n0", "n1"), HOUR),), make_job("j").gpus(16).per_node(8),
+     "It would fit now on 2 nodes (n0, n1), but maintenance window 3 takes them out of service "
+     "from t=3600 to t=7200,"),
+    (6, (("3", ("n5",), HOUR),), make_job("j").gpus(48).per_node(8),
+     "It would fit now on 6 nodes (n0, n1, n2, n3, …), but maintenance window 3 takes n5 out "
+     "of service from t=3600 to t=7200,"),
+    (7, (("3", ("n1", "n2", "n3", "n4", "n5"), HOUR),),
+     make_job("j").gpus(56).per_node(8),
+     "It would fit now on 7 nodes (n0, n1, n2, n3, …), but maintenance window 3 takes 5 of "
+     "them (n1, n2, n3, n4, …) out of service from t=3600 to t=7200,"),
+    (4, (("a", ("n1",), HOUR), ("b", ("n3",), 1.5 * HOUR)),
+     make_job("j").gpus(32).per_node(8),
+     "It would fit now on 4 nodes (n0, n1, n2, n3), but maintenance takes n1, n3 out of "
+     "service (window a from t=3600 to t=7200; window b from t=5400 to t=9000),"),
+    (2, (("3", ("n1",), HOUR),),
+     make_job("j").roles(role("learner", 1, 8), role("rollout", 4, 2)),
+     "It would fit now on 2 nodes (n0, n1), but maintenance window 3 takes n1 (rollout) out "
+     "of service from t=3600 to t=7200,"),
+    (2, (("3", ("n1",), HOUR),), make_job("j").elastic(16, 24),
+     "It would fit now on 2 nodes (n0, n1), but maintenance window 3 takes n1 out of service "
+     "from t=3600 to t=7200,"),
+], ids=["single-node", "gang-one-node-of-four", "gang-every-node", "gang-wider-than-the-list",
+        "gang-more-blocked-than-the-list", "gang-two-windows", "heterogeneous-gang",
+        "elastic-at-its-minimum"])
+def test_maintenance_reason_counts_every_node_a_gang_needs(nodes, windows, job, said):
+    # free nodes; each window (id, its nodes, its start) lasts an hour; the job runs 3 h
+    cluster = make_cluster().nodes(nodes).at(0)
+    for window_id, names, start in windows:
+        cluster.maintenance(window_id, *names, start=start, end=start + HOUR)
+    plan = cluster.pending(job.limit(3 * HOUR).obj()).plan()
+    w = why(plan, "j")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.message.startswith(said), w.message
 
 
 def test_maintenance_window_a_job_without_a_runtime_limit_is_told_it_could_still_be_running():
