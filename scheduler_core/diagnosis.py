@@ -59,6 +59,25 @@ def held_note(ctx: CycleContext, classes: Sequence[int]) -> str:
     return f" ({total} more {verb(total, 'is', 'are')} idle, held for {whose})"
 
 
+def no_block(demand: Demand, free: int, kind: str, block: int, alone: int) -> tuple[str, str]:
+    """``InsufficientContiguousGpus`` when no node has room for one of the gang's largest
+    members, and what would start it: a node for a single-node job, but for a gang as many
+    nodes as its members of that size need (``alone`` of them need a node each), not one
+    (a 16-GPU gang was told it would start when "a node with 8 free GPUs becomes available")."""
+    largest = demand.largest_member
+    wide = sum(1 for m in demand.members if m.gpus == largest)
+    said = (f"{counted(free, f'{kind} GPU')} free, none with {largest} on one node "
+            f"(largest free block: {block})")
+    each = counted(largest, f"free {kind} GPU")
+    if wide == 1:
+        return f"{said}.", f"a node with {each} becomes available"
+    if alone == wide:
+        return (f"{said}; its gang needs {wide} such nodes.",
+                f"{counted(wide, 'node')} with {each} become available")
+    return (f"{said}; its gang has {wide} members of that size.",
+            f"room for its {wide} members of {counted(largest, f'{kind} GPU')} each frees up")
+
+
 def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
              member_classes: tuple[tuple[int, ...], ...], blocked_by_head: bool,
              needs_whole: bool) -> Outcome:
@@ -93,14 +112,10 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     big_classes = tuple(sorted({c for m, cls in zip(demand.members, member_classes, strict=True)
                                 if m.gpus == largest_member for c in cls}))
     block = state.largest_free_block(big_classes)
-    if block < largest_member:
-        return out(
-            ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
-            f"{counted(free, f'{kind} GPU')} free, none with {largest_member} on one node "
-            f"(largest free block: {block}).",
-            f"a node with {counted(largest_member, f'free {kind} GPU')} becomes available",
-        )
     bigs = loners(state, demand, member_classes)
+    if block < largest_member:
+        return out(ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+                   *no_block(demand, free, kind, block, bigs))
     roomy = state.nodes_with_free(big_classes, largest_member)
     if roomy < bigs:
         return out(

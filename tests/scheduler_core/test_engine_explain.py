@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from engine_builders import make_cluster, make_job, make_running, why
+from engine_builders import make_cluster, make_job, make_running, role, why
 
 from scheduler_core import ReasonCode, SchedulerConfig
 
@@ -28,6 +28,46 @@ def test_fragmentation_is_explained_with_the_numbers():
     assert "24 a100 GPUs free, none with 8 on one node" in explanation.message
     assert explanation.would_start_if == "a node with 8 free a100 GPUs becomes available"
     assert explanation.resolvable
+
+
+def _busy_nodes(nodes: int, busy: int):
+    """``nodes`` nodes of 8 GPUs with ``busy`` of them held on each."""
+    cluster = make_cluster().nodes(nodes).at(100)
+    for k in range(nodes):
+        cluster.running(make_running(make_job(f"r{k}").gpus(busy).limit(3600))
+                        .on(f"n{k}", *range(busy)).started(0))
+    return cluster
+
+
+# No node has room for the gang's largest member: a single-node job waits for one node, a gang
+# for as many as its members of that size need. A 16-GPU gang of two 8-GPU members was told
+# it would start when "a node with 8 free a100 GPUs becomes available".
+@pytest.mark.parametrize(("busy", "job", "said", "would"), [
+    (4, make_job("j").gpus(8), "24 a100 GPUs free, none with 8 on one node (largest free block: 4).",
+     "a node with 8 free a100 GPUs becomes available"),
+    (4, make_job("j").gpus(16).per_node(8),
+     "24 a100 GPUs free, none with 8 on one node (largest free block: 4); its gang needs 2 such "
+     "nodes.", "2 nodes with 8 free a100 GPUs become available"),
+    (4, make_job("j").gpus(24),
+     "24 a100 GPUs free, none with 8 on one node (largest free block: 4); its gang needs 3 such "
+     "nodes.", "3 nodes with 8 free a100 GPUs become available"),
+    (4, make_job("j").elastic(16, 24),
+     "24 a100 GPUs free, none with 8 on one node (largest free block: 4); its gang needs 2 such "
+     "nodes.", "2 nodes with 8 free a100 GPUs become available"),
+    (4, make_job("j").roles(role("learner", 2, 8), role("rollout", 2, 2)),
+     "24 a100 GPUs free, none with 8 on one node (largest free block: 4); its gang needs 2 such "
+     "nodes.", "2 nodes with 8 free a100 GPUs become available"),
+    (5, make_job("j").gpus(16).per_node(4),
+     "18 a100 GPUs free, none with 4 on one node (largest free block: 3); its gang has 4 members "
+     "of that size.", "room for its 4 members of 4 a100 GPUs each frees up"),
+], ids=["single-node", "gang-of-two-nodes", "unsplit-24-gpus", "elastic-at-its-minimum",
+        "heterogeneous-gang", "members-that-may-share-a-node"])
+def test_fragmentation_reason_counts_every_node_a_gang_needs(busy, job, said, would):
+    plan = _busy_nodes(6, busy).pending(job).plan(SchedulerConfig(backfill=False))
+    w = why(plan, "j")
+    assert w.code is ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS
+    assert w.message.startswith(said), w.message
+    assert w.would_start_if == would
 
 
 def test_eta_comes_from_the_running_jobs_runtime_limits():

@@ -85,7 +85,16 @@
   (``QuotaLedger.most_held``), 2026-12-06: old and new plans from a ``git worktree`` of 8ac6142
   in one script: binds, preemptions, resizes, reservations, kills, growth notes, fleet figures
   and every explanation's code, ETA, position and "would start if" identical; only sentences of
-  that kind changed (101, 26, 158, 0 and 935 in the order of GOLDEN); by::
+  that kind changed (101, 26, 158, 0 and 935 in the order of GOLDEN); and a gang that no
+  node has room for one of its largest members told how many such nodes it needs, not "a node
+  with 8 free … GPUs" (``diagnosis.no_block``), 2026-12-07: old and new plans from a ``git
+  worktree`` of 64999b7 in one script: binds, preemptions, resizes, reservations, kills,
+  growth notes, fleet figures and every explanation's code, reason, resolvable, position and
+  ETA identical; only ``InsufficientContiguousGpus`` gangs' sentences ("(largest free block:
+  5)." -> "(largest free block: 5); its gang needs 4 such nodes.") and "would start if" ("a
+  node with 8 free … GPUs becomes available" -> "4 nodes with 8 free … GPUs become
+  available"), 3, 0, 10, 0 and 89 jobs in the order of GOLDEN, each old sentence with that
+  substitution equal to the new; by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -126,11 +135,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "917910e4737307beffa80db40777860601598edd26e62b6aeebe221994b92b8f",
+    (1000, 500, 200, 1, "default"): "3904c06ae4128948421d47271067fe0da0c373ff4e28bfc9ced7774cb9801fc1",
     (1000, 500, 200, 3, "loop"): "fec2d739f83101250a5f9871d457ca74d9752a4d38089d8efdab3952a1576691",
-    (2000, 1000, 400, 4, "default"): "da70be805458aaa01ceeac37ee7f6e96c4d55b7fa5c771aa46a5ba9b522da247",
+    (2000, 1000, 400, 4, "default"): "0abd8c7835722264f3b5a7b070ded324e9f2d5ff6d35bce7ab25e303924a9d03",
     (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
-    (10000, 5000, 2000, 7, "loop"): "b7ecc3c25d57894a7bc9a19a6615e733e579c6dd1e17e96529d632f70c87a799",
+    (10000, 5000, 2000, 7, "loop"): "417d43185230cef86f6fb83818c7c66a9cddf195278d0a3f1d11add58db4dd84",
 }
 
 
