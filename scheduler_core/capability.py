@@ -315,10 +315,12 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
         if copies > room:
             return Infeasible(
                 _role_field(spec, member, "count") if spec.roles else _single_member_field(spec),
-                f"{_whose(spec, member)}asks {counted(copies, 'node')} with {counted(member.gpus, 'free GPU')}"
+                # members, not nodes: several may share one (three on each of five nodes
+                # were "asks 20 nodes ...; the fleet has room for 15")
+                f"{_whose(spec, member)}asks {counted(copies, 'member')} of {counted(member.gpus, 'GPU')}"
                 + (f", {counted(member.cpus, 'CPU')}" if member.cpus else "")
                 + (f" and {member.memory_gb} GB" if member.memory_gb else "")
-                + f" each; the fleet has room for {room}",
+                + f" each at once; the fleet has room for {room}",
             )
 
     # 5. within one switch: enough capable GPUs there, and room for the largest members

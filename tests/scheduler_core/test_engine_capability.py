@@ -74,6 +74,30 @@ def test_never_runs_names_the_field_and_the_engine_agrees(job, field, words):
     assert why(plan, "j").reason == ReasonCode.CAN_NEVER_RUN
 
 
+# Members of one shape that the fleet cannot all hold at once are counted as members, as the
+# engine's CanNeverRun says them: several may share a node. 20 members of 4 GPUs and 20 CPUs,
+# three to each of five 16-GPU nodes, were refused with "asks 20 nodes ...; the fleet has room
+# for 15" (it has 5 nodes).
+@pytest.mark.parametrize(("nodes", "job", "words"), [
+    (fleet((1, "a100", 2, "l0")), make_job("j").gpus(2).per_node(1).cpus_per_gpu(40),
+     "asks 2 members of 1 GPU, 40 CPUs each at once; the fleet has room for 1"),
+    (fleet((5, "a100", 16, "l0")), make_job("j").gpus(80).per_node(4).cpus_per_gpu(5),
+     "asks 20 members of 4 GPUs, 20 CPUs each at once; the fleet has room for 15"),
+    (fleet((2, "a100", 8, "l0")), make_job("j").cpus_per_gpu(12).roles(role("w", 5, 2)),
+     "role w asks 5 members of 2 GPUs, 24 CPUs each at once; the fleet has room for 4"),
+], ids=["one-member-a-node", "three-members-a-node", "a-role-two-members-a-node"])
+def test_never_runs_counts_members_of_a_gang_not_nodes(nodes, job, words):
+    spec = job.obj()
+    found = never_runs(spec, nodes, TYPES)
+    assert isinstance(found, Infeasible)
+    assert found.message == words
+    plan = _plan(spec, nodes)
+    assert why(plan, "j").reason == ReasonCode.CAN_NEVER_RUN
+    # the engine counts them alike: "it needs 20 members of …; the capable nodes have room for 15"
+    members, room = words.split("asks ")[1].split("; the fleet has room for ")
+    assert f"needs {members}; the capable nodes have room for {room}." in why(plan, "j").message
+
+
 def _plan(spec, nodes):
     cluster = make_cluster()
     for n in nodes:

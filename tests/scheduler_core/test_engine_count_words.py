@@ -75,7 +75,7 @@ CASES: list[tuple[str, Callable[[], ClusterBuilder], Callable[[ClusterBuilder], 
      refused_at_submit, "asks 2 GPUs; the fleet can never give more than 1 capable GPU"),
     ("submit: nodes with one free GPU",
      lambda: make_cluster().nodes(1, gpus=2).pending(make_job("j").gpus(2).per_node(1).cpus_per_gpu(40)),
-     refused_at_submit, "asks 2 nodes with 1 free GPU, 40 CPUs each; the fleet has room for 1"),
+     refused_at_submit, "asks 2 members of 1 GPU, 40 CPUs each at once; the fleet has room for 1"),
     ("submit: a leaf switch of one GPU",
      lambda: make_cluster().nodes(2, gpus=1, per_leaf=1).pending(
          make_job("j").gpus(2).per_node(1).topology("same_leaf")),
