@@ -78,6 +78,29 @@ def no_block(demand: Demand, free: int, kind: str, block: int, alone: int) -> tu
             f"room for its {wide} members of {counted(largest, f'{kind} GPU')} each frees up")
 
 
+def short_beside(ctx: CycleContext, demand: Demand, big_classes: tuple[int, ...]
+                 ) -> tuple[int, int, int]:
+    """Of the nodes with GPUs free for one of the gang's largest members: how many have too few
+    free CPUs for it, how many (with the CPUs) too little free memory, and how many such
+    members they all hold now by GPUs, CPUs and memory."""
+    state = ctx.state
+    member = demand.members[0]
+    cpu_short = mem_short = room = 0
+    for c in big_classes:
+        buckets = state.buckets.get((FLEET, 0, c))
+        if buckets is None:
+            continue
+        for f in range(demand.largest_member, len(buckets)):
+            for n in buckets[f]:
+                if state.free_cpus[n] < member.cpus:
+                    cpu_short += 1
+                elif state.free_mem[n] < member.memory_gb:
+                    mem_short += 1
+                else:
+                    room += member.copies_per_node(f, state.free_cpus[n], state.free_mem[n])
+    return cpu_short, mem_short, room
+
+
 def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
              member_classes: tuple[tuple[int, ...], ...], blocked_by_head: bool,
              needs_whole: bool) -> Outcome:
@@ -136,33 +159,30 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
             f"(at most {most} free under one).",
             f"{counted(need, f'{kind} GPU')} {verb(need, 'frees', 'free')} up under one {where}",
         )
-    cpu_short = mem_short = 0
-    for c in big_classes:
-        buckets = state.buckets.get((FLEET, 0, c))
-        if buckets is None:
-            continue
-        for f in range(largest_member, len(buckets)):
-            for n in buckets[f]:
-                if state.free_cpus[n] < demand.members[0].cpus:
-                    cpu_short += 1
-                elif state.free_mem[n] < demand.members[0].memory_gb:
-                    mem_short += 1
+    cpu_short, mem_short, room = short_beside(ctx, demand, big_classes)
+    member = demand.members[0]
+    wide = sum(1 for m in demand.members if m.gpus == largest_member)
+    # a gang's members of that size the nodes with enough beside their GPUs leave out: one
+    # more node with the CPUs would not start a gang that needs two
+    more = wide - room if wide > 1 and room < wide else 0
+    among = f"; there is room for {room} of its gang's {wide} members of that size" if more else ""
+    each = f" for each of {counted(more, 'more member')}" if more else ""
     if cpu_short and cpu_short >= mem_short:
         return out(
             ReasonCode.INSUFFICIENT_CPU,
             f"{counted(cpu_short, 'node')} {verb(cpu_short, 'has', 'have')} "
             f"{counted(largest_member, 'free GPU')} but fewer than "
-            f"{counted(demand.members[0].cpus, 'free CPU')}.",
-            f"{counted(demand.members[0].cpus, 'CPU')} {verb(demand.members[0].cpus, 'frees', 'free')} "
-            f"up next to {counted(largest_member, 'free GPU')}",
+            f"{counted(member.cpus, 'free CPU')}{among}.",
+            f"{counted(member.cpus, 'CPU')} {verb(member.cpus, 'frees', 'free')} "
+            f"up next to {counted(largest_member, 'free GPU')}{each}",
         )
     if mem_short:
         return out(
             ReasonCode.INSUFFICIENT_MEMORY,
             f"{counted(mem_short, 'node')} {verb(mem_short, 'has', 'have')} "
             f"{counted(largest_member, 'free GPU')} but less than "
-            f"{demand.members[0].memory_gb} GB of free memory.",
-            f"{demand.members[0].memory_gb} GB of memory frees up next to free GPUs",
+            f"{member.memory_gb} GB of free memory{among}.",
+            f"{member.memory_gb} GB of memory frees up next to free GPUs{each}",
         )
     return out(
         ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,

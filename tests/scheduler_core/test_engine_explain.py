@@ -70,6 +70,50 @@ def test_fragmentation_reason_counts_every_node_a_gang_needs(busy, job, said, wo
     assert w.would_start_if == would
 
 
+def _hogged_nodes(nodes: int, hogged: int, **hog: int):
+    """``nodes`` nodes of 16 GPUs, 64 CPUs and 512 GB; on the last ``hogged`` of them a job
+    holds 8 GPUs with 7 CPUs each (``cpus``) or 60 GB each (``memory``), leaving 8 GPUs free
+    beside 8 CPUs or 32 GB."""
+    cluster = make_cluster().nodes(nodes, gpus=16).at(100)
+    for k in range(nodes - hogged, nodes):
+        job = make_job(f"hog{k}").gpus(8).limit(3600)
+        job = job.cpus_per_gpu(7) if "cpus" in hog else job.memory_per_gpu(60)
+        cluster.running(make_running(job).on(f"n{k}", *range(8)).started(0))
+    return cluster
+
+
+# GPUs free but not the CPUs or memory beside them: a single-node job waits for one node's
+# worth, a gang for as many of its members as find no room. A gang of four 8-GPU members with
+# room for two was told it would start once "32 CPUs free up next to 8 free GPUs".
+@pytest.mark.parametrize(("nodes", "hog", "job", "said", "would"), [
+    (1, {"cpus": 7}, make_job("j").gpus(8).cpus_per_gpu(4),
+     "1 node has 8 free GPUs but fewer than 32 free CPUs.", "32 CPUs free up next to 8 free GPUs"),
+    (3, {"cpus": 7}, make_job("j").gpus(32).per_node(8).cpus_per_gpu(4),
+     "2 nodes have 8 free GPUs but fewer than 32 free CPUs; there is room for 2 of its gang's 4 "
+     "members of that size.", "32 CPUs free up next to 8 free GPUs for each of 2 more members"),
+    (3, {"cpus": 7}, make_job("j").elastic(32, 48).per_node(8).cpus_per_gpu(4),
+     "2 nodes have 8 free GPUs but fewer than 32 free CPUs; there is room for 2 of its gang's 4 "
+     "members of that size.", "32 CPUs free up next to 8 free GPUs for each of 2 more members"),
+    (3, {"cpus": 7}, make_job("j").cpus_per_gpu(4).roles(role("learner", 3, 8), role("rollout", 2, 2)),
+     "2 nodes have 8 free GPUs but fewer than 32 free CPUs; there is room for 2 of its gang's 3 "
+     "members of that size.", "32 CPUs free up next to 8 free GPUs for each of 1 more member"),
+    (1, {"memory": 60}, make_job("j").gpus(8).memory_per_gpu(10),
+     "1 node has 8 free GPUs but less than 80 GB of free memory.",
+     "80 GB of memory frees up next to free GPUs"),
+    (3, {"memory": 60}, make_job("j").gpus(32).per_node(8).memory_per_gpu(10),
+     "2 nodes have 8 free GPUs but less than 80 GB of free memory; there is room for 2 of its "
+     "gang's 4 members of that size.", "80 GB of memory frees up next to free GPUs for each of 2 more members"),
+], ids=["cpus-single-node", "cpus-gang", "cpus-elastic-at-its-minimum", "cpus-heterogeneous-gang",
+        "memory-single-node", "memory-gang"])
+def test_cpu_and_memory_reasons_count_every_member_a_gang_needs(nodes, hog, job, said, would):
+    plan = _hogged_nodes(nodes, 2 if nodes > 1 else 1, **hog).pending(job).plan(
+        SchedulerConfig(backfill=False))
+    w = why(plan, "j")
+    assert w.code is (ReasonCode.INSUFFICIENT_CPU if "cpus" in hog else ReasonCode.INSUFFICIENT_MEMORY)
+    assert w.message.startswith(said), w.message
+    assert w.would_start_if == would
+
+
 def test_eta_comes_from_the_running_jobs_runtime_limits():
     plan = fragmented().pending(make_job("j").gpus(8)).plan(SchedulerConfig(backfill=False))
     # the first node to become whole is n0, when r0 reaches its limit at t=3600
