@@ -20,7 +20,7 @@ from django import forms
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import F, QuerySet
 from django.utils import timezone
-from django_filters.fields import BaseCSVField, IsoDateTimeField
+from django_filters.fields import BaseCSVField
 from drf_spectacular.utils import extend_schema_field
 
 from controlplane.api.serializers.fields import no_record_named
@@ -41,6 +41,7 @@ from controlplane.models import (
 )
 from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services import access, job_history
+from controlplane.services.instants import InstantRefused, instant_from_text
 
 
 def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
@@ -70,29 +71,46 @@ def refusals(filterset: filters.FilterSet) -> dict[str, list[tuple[str, str]]]:
     }
 
 
-class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 time, converted to UTC before it reaches the database: PostgreSQL refuses
-    offsets beyond ±15:59, and a time that leaves the calendar in UTC is out of range, a 400."""
+class InstantField(forms.Field):
+    """A time query parameter, read by the API's one rule for instants (services/instants): an
+    RFC 3339 instant with its zone, in UTC before it reaches the database (PostgreSQL refuses
+    offsets beyond ±15:59). Text that is no time (`?after=yesterday`), a time no calendar has and
+    a time without a zone are a 400 naming the parameter, in the words a maintenance window's
+    start_at uses: `?after=2026-12-07T01:00:00` was read as UTC where a window refused it.
+    `naive_is_utc` (the pages' forms, their fields labelled UTC): a time without a zone is UTC."""
 
-    def strptime(self, value: str, format: str) -> datetime:
-        parsed: datetime = super().strptime(value, format)
-        try:
-            return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed
-        except OverflowError as exc:
-            raise ValueError(str(exc)) from exc
+    naive_is_utc = False
 
     def to_python(self, value: Any) -> datetime | None:
-        result: datetime | None = super().to_python(value)
-        if result is not None and result.tzinfo is not None:
-            try:
-                result = result.astimezone(UTC)
-            except OverflowError as exc:
-                raise forms.ValidationError("This time is out of range.", code="invalid") from exc
-        return result
+        if value in self.empty_values:
+            return None
+        if isinstance(value, datetime):
+            return value
+        try:
+            return instant_from_text(str(value), naive_is_utc=self.naive_is_utc)
+        except InstantRefused as refused:
+            # a parameter, not the text: refusals() and the form %-format the message
+            raise forms.ValidationError("%(said)s", code="invalid", params={"said": str(refused)}) from None
 
 
 class IsoDateTimeFilter(filters.IsoDateTimeFilter):
-    field_class = UtcIsoDateTimeField
+    field_class = InstantField
+
+    @property
+    def field(self) -> forms.Field:
+        field = super().field
+        # whose form it is (ListFilterSet.naive_times_are_utc) is known only when it is built
+        field.naive_is_utc = bool(getattr(self.parent, "naive_times_are_utc", False))  # type: ignore[attr-defined]
+        return field
+
+
+class ListFilterSet(filters.FilterSet):
+    """A filterset of this module: as the API reads a query, or (`naive_times_are_utc`) as a
+    page's form sends it, its time fields labelled UTC and its browser inputs without a zone."""
+
+    def __init__(self, *args: Any, naive_times_are_utc: bool = False, **kwargs: Any) -> None:
+        self.naive_times_are_utc = naive_times_are_utc
+        super().__init__(*args, **kwargs)
 
 
 # Ids are PostgreSQL bigints (SQLite's integers are as wide): one beyond is no id at all.
@@ -267,11 +285,10 @@ class _JobWindowsForm(forms.Form):
 
 
 def _utc_words(moment: datetime) -> str:
-    # the pages send times without a zone, labelled UTC; the API's come converted to UTC
-    return (moment.astimezone(UTC) if moment.tzinfo is not None else moment).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")  # InstantField's are in UTC
 
 
-class JobFilterSet(filters.FilterSet):
+class JobFilterSet(ListFilterSet):
     team = NamedRecordFilter(field_name="team__name", records=access.member_teams, scope=JOBS_SCOPE,
                              help_text="Team name: one whose jobs you may read, else a 400.")
     project = NamedRecordFilter(field_name="project__name", records=_job_projects, scope=JOBS_SCOPE,
@@ -376,7 +393,7 @@ class JobHistoryFilterSet(JobFilterSet):
         pass
 
 
-class TeamFilterSet(filters.FilterSet):
+class TeamFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
     cohort = NamedRecordFilter(field_name="cohort__name", records=_everyone(Cohort), lists_names=True,
                                help_text="Cohort name.")
@@ -386,7 +403,7 @@ class TeamFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class ProjectFilterSet(filters.FilterSet):
+class ProjectFilterSet(ListFilterSet):
     team = NamedRecordFilter(field_name="team__name", records=access.visible_teams, scope=READ_SCOPE,
                              help_text="Team name: one you may read, else a 400.")
     name = filters.CharFilter(field_name="name")
@@ -396,7 +413,7 @@ class ProjectFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class CohortFilterSet(filters.FilterSet):
+class CohortFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
 
     class Meta:
@@ -404,7 +421,7 @@ class CohortFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class QuotaFilterSet(filters.FilterSet):
+class QuotaFilterSet(ListFilterSet):
     team = NamedRecordFilter(field_name="team__name", records=access.visible_teams, scope=READ_SCOPE,
                              help_text="Team name: one you may read, else a 400.")
     gpu_type = NamedRecordFilter(field_name="gpu_type__name", records=_everyone(GpuType), lists_names=True,
@@ -415,7 +432,7 @@ class QuotaFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class PriorityClassFilterSet(filters.FilterSet):
+class PriorityClassFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
     preemptible = BooleanFilter(field_name="preemptible")
 
@@ -424,7 +441,7 @@ class PriorityClassFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class GpuTypeFilterSet(filters.FilterSet):
+class GpuTypeFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
     min_memory_gb = filters.NumberFilter(field_name="memory_gb", lookup_expr="gte")
 
@@ -433,7 +450,7 @@ class GpuTypeFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class PriceRateFilterSet(filters.FilterSet):
+class PriceRateFilterSet(ListFilterSet):
     gpu_type = NamedRecordFilter(field_name="gpu_type__name", records=_everyone(GpuType), lists_names=True,
                                  help_text="GPU type name.")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
@@ -445,7 +462,7 @@ class PriceRateFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class NodeFilterSet(filters.FilterSet):
+class NodeFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
     pool = filters.CharFilter(field_name="pool")
     state = filters.MultipleChoiceFilter(choices=NodeState.choices, distinct=False,  # as JobFilterSet.state
@@ -469,7 +486,7 @@ class NodeFilterSet(filters.FilterSet):
         return queryset.filter(state=NodeState.RETIRED) if value else queryset.exclude(state=NodeState.RETIRED)
 
 
-class EventFilterSet(filters.FilterSet):
+class EventFilterSet(ListFilterSet):
     kind = filters.MultipleChoiceFilter(choices=EventKind.choices, distinct=False,  # as JobFilterSet.state
                                         help_text="Repeat for several kinds.")
     job = IdFilter(field_name="job_id", help_text="Job id.")
@@ -485,7 +502,7 @@ class EventFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
-class MaintenanceWindowFilterSet(filters.FilterSet):
+class MaintenanceWindowFilterSet(ListFilterSet):
     state = filters.MultipleChoiceFilter(
         choices=MaintenanceWindowState.choices, method="filter_state",
         help_text="upcoming, active (begun, not ended), ended or cancelled, now; repeat for several.")

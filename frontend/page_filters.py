@@ -8,21 +8,21 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django_filters import FilterSet
 from rest_framework.exceptions import ValidationError
 
 from controlplane.api.filter_backends import refuse_unknown_parameters
-from controlplane.filtersets import refusals
+from controlplane.filtersets import ListFilterSet, refusals
 
 #: The query parameters a listing page takes besides its filters.
 PAGE_PARAMETERS = frozenset({"page"})
 
 
-def filtered(request: HttpRequest, filterset_class: type[FilterSet], queryset: QuerySet[Any]
-             ) -> tuple[FilterSet, QuerySet[Any] | None, dict[str, list[str]]]:
+def filtered(request: HttpRequest, filterset_class: type[ListFilterSet], queryset: QuerySet[Any]
+             ) -> tuple[ListFilterSet, QuerySet[Any] | None, dict[str, list[str]]]:
     """``queryset`` under the query's filters, or None and the errors naming each bad parameter
-    (an unknown one too, as the API refuses it)."""
-    filterset = filterset_class(request.GET, queryset=queryset, request=request)
+    (an unknown one too, as the API refuses it). A time without a zone is UTC, as the page's
+    fields say (the API refuses one)."""
+    filterset = filterset_class(request.GET, queryset=queryset, request=request, naive_times_are_utc=True)
     try:
         refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
                                   set(filterset_class.base_filters) | PAGE_PARAMETERS, "page")

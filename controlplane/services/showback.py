@@ -52,7 +52,7 @@ from controlplane.services.accounting import (
     next_month,
     raw_horizon,
 )
-from controlplane.services.instants import no_zone_said
+from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
 GROUP_BY = ("team", "project", "job", "priority_class")
@@ -123,24 +123,12 @@ def parse_window(text: str, now: datetime) -> Window:
     return Window(now - timedelta(seconds=seconds), now, text, timedelta(seconds=seconds))
 
 
-#: An offset whose '+' a URL's query string turned into a space ("…T06:00:00 05:00").
-_SPACED_OFFSET = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$")
-
-
 def _instant(text: str) -> datetime:
-    # `curl '…?window=2026-11-30T06:00:00+05:00,…'` sends the '+' unencoded, and a query string
-    # reads it as a space: the instant is unambiguous, so read the space as the '+' it was.
-    text = _SPACED_OFFSET.sub(r"\1+\2", text.strip())
+    # The API's one rule for instants (a '+' a query string read as a space is read back too).
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
-    if moment.tzinfo is None:
-        raise AccountingQueryError("window", f"{no_zone_said(text, moment)}.")
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        raise AccountingQueryError("window", f"'{text}' is outside the years 1 to 9999 in UTC.") from None
+        return instant_from_text(text)
+    except InstantRefused as refused:
+        raise AccountingQueryError("window", f"{refused}.") from None
 
 
 #: A month as every reader of showback takes it: four digits, a hyphen, two digits (ASCII).

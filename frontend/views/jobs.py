@@ -128,7 +128,8 @@ def _listed(request: HttpRequest) -> tuple[JobFilterSet, QuerySet[Job], str]:
     jobs = access.visible_jobs(request.user).select_related("team", "priority_class", "project", "submitter",
                                                              "place")
     params = _list_params(request)
-    filterset = JobFilterSet(params or None, queryset=jobs, request=request)
+    # the form's times are UTC without a zone (its datetime-local inputs carry none)
+    filterset = JobFilterSet(params or None, queryset=jobs, request=request, naive_times_are_utc=True)
     filtered = filterset.is_bound and filterset.is_valid()
     # A refused filter lists nothing, as the history page does: the whole list under the
     # error line read as the filter's answer.

@@ -316,7 +316,9 @@ def test_every_history_filter_narrows_as_the_api_does(client_for, history) -> No
     ]
     for params, expected in cases:
         page = _ids(admin.get(H, params))
-        api = admin.get("/api/v1/jobs/", {**params, "ordering": "-finished_at",
+        # the page's times without a zone are UTC (its fields say so); the API takes them with it
+        zoned = {k: v + "Z" if k in ("finished_after", "finished_before") else v for k, v in params.items()}
+        api = admin.get("/api/v1/jobs/", {**zoned, "ordering": "-finished_at",
                                           "state": params.get("state", job_history.ENDED_STATES)}).json()
         assert page == [job.pk for job in expected] == [row["id"] for row in api["results"]], params
 
@@ -511,3 +513,12 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
     # totals (services/closed_history.py: none built here)
     assert len(captured) == 7 + 1 + 1 + 1, [q["sql"][:100] for q in captured]
 
+
+
+def test_a_time_the_page_cannot_read_says_the_form_its_fields_take(client_for, history) -> None:
+    """The page's time fields are labelled UTC and take a time without a zone (the API refuses
+    one: services/instants); text that is no time says so in the API's words, with the page's form."""
+    response = client_for("alice").get(H, {"finished_after": "yesterday"})
+    assert response.status_code == 400
+    assert ("&#x27;yesterday&#x27; is not a time: give a date and time in UTC, e.g. 2026-12-01T00:00, or with "
+            "its zone, 2026-12-01T00:00:00Z") in response.content.decode()

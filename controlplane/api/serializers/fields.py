@@ -13,14 +13,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.backends.base.operations import BaseDatabaseOperations
-from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.models.names import name_problem
 from controlplane.services.hold_text import reason_problem
-from controlplane.services.instants import no_zone_said
+from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
@@ -321,30 +320,17 @@ class EnvField(serializers.DictField):
 
 
 class ZonedDateTimeField(serializers.DateTimeField):
-    """An instant given with its time zone (RFC 3339: `Z` or an offset). A naive time is refused
-    on the field, as showback refuses a window's (showback._instant; the words are
-    instants.no_zone_said), not read as UTC: a rate meant from midnight in New York would begin
-    five hours early and reprice that GPU time. Price rates' effective_from and maintenance
-    windows' start_at and end_at (api/maintenance.py)."""
+    """An instant given with its time zone (RFC 3339: `Z` or an offset), read by the one rule
+    for instants (services/instants.instant_from_text): a naive time is refused on the field, as
+    showback refuses a window's and the API's time filters theirs, not read as UTC: a rate meant
+    from midnight in New York would begin five hours early and reprice that GPU time. Text that
+    is no time, or one no calendar has, is refused in the same words as there. Price rates'
+    effective_from and maintenance windows' start_at and end_at (api/maintenance.py)."""
 
     def to_internal_value(self, value: Any) -> datetime:
         if isinstance(value, str):
             try:
-                parsed = parse_datetime(value.strip())
-            except ValueError as exc:
-                # The shape of an ISO 8601 time with a value no calendar has (month 13, hour 99)
-                # or an offset of a day or more: Django raises rather than answering None.
-                raise serializers.ValidationError(impossible_instant_said(value, exc)) from exc
-            if parsed is not None and parsed.tzinfo is None:
-                raise serializers.ValidationError(no_zone_said(value, parsed))
+                value = instant_from_text(value)
+            except InstantRefused as refused:
+                raise serializers.ValidationError(str(refused)) from None
         return super().to_internal_value(value)
-
-
-def impossible_instant_said(value: str, exc: ValueError) -> str:
-    """Why a time written as ISO 8601 is none: "'2026-13-01T00:00:00Z' is no time: month must
-    be in 1..12", or its offset beyond a day."""
-    shown = value.strip()[:40]
-    if "offset" in str(exc):
-        return (f"'{shown}' is no time: its UTC offset must lie between -23:59 and +23:59 "
-                "(e.g. 2026-12-01T00:00:00Z or 2026-12-01T00:00:00-05:00)")
-    return f"'{shown}' is no time: {exc} (e.g. 2026-12-01T00:00:00Z)"

@@ -58,7 +58,8 @@ def test_a_long_value_is_cut_in_the_sentence(fleet, alice) -> None:
 
 def test_other_refusals_keep_their_words_and_good_values_still_filter(fleet, alice) -> None:
     assert refusal(alice, "jobs/", {"submitted_after": "yesterday"}) == {
-        "submitted_after": ["Enter a valid date/time."]}
+        "submitted_after": ["'yesterday' is not a time: give an RFC 3339 instant with its time zone, "
+                            "e.g. 2026-12-01T00:00:00Z or 2026-12-01T00:00:00-05:00"]}
     r = alice.get(f"{J}/jobs/", {"state": ["pending", "running"], "ordering": "-gpus,id"})
     assert r.status_code == 200, r.content
 

@@ -73,7 +73,7 @@ def test_a_pool_is_expanded_to_its_nodes(admin: APIClient, fleet: Fleet) -> None
     ({"nodes": None, "pool": "tpu"}, "pool", "no pool named 'tpu'"),
     ({"reason": ""}, "reason", "give what the maintenance is"),
     ({"reason": None}, "reason", "give what the maintenance is"),
-    ({"start_at": "tomorrow"}, "start_at", "Datetime has wrong format"),
+    ({"start_at": "tomorrow"}, "start_at", "'tomorrow' is not a time: give an RFC 3339 instant with its time zone"),
     ({"start_at": None}, "start_at", "give when the maintenance begins"),
     ({"duration_s": None}, "end_at", "give when the maintenance ends"),
     ({"duration_s": "4h"}, "duration_s", "A valid integer is required"),
