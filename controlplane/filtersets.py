@@ -206,12 +206,15 @@ class NamedRecordFilter(filters.CharFilter):
     records the request's user may see (module docstring): a 400 naming the parameter, where a
     typo matched nothing and read as "no jobs". `scope` says whose the records are when they
     are not everyone's (" whose jobs you may read"); `lists_names` lists the names there are
-    (records everyone may see, few of them). The filtering itself is the CharFilter's, or
-    `method`'s."""
+    (records everyone may see, few of them). `called` (singular, plural): what a column of the
+    records names when it is not the record itself (`slug_field="pool"` of the nodes: "no pool
+    named …"). The filtering itself is the CharFilter's, or `method`'s."""
 
     def __init__(self, *args: Any, records: Callable[[Any], QuerySet[Any]], scope: str = "",
-                 lists_names: bool = False, slug_field: str = "name", **kwargs: Any) -> None:
+                 lists_names: bool = False, slug_field: str = "name", called: tuple[str, str] | None = None,
+                 **kwargs: Any) -> None:
         self.records, self.scope, self.lists_names, self.slug_field = records, scope, lists_names, slug_field
+        self.called = called  # (`label` is django-filter's: the form field's)
         super().__init__(*args, **kwargs)
 
     @property
@@ -231,7 +234,7 @@ class NamedRecordFilter(filters.CharFilter):
         records = self.records(getattr(request, "user", None) or AnonymousUser())
         if not records.filter(**{self.slug_field: value}).exists():
             said = no_record_named(records, value, slug_field=self.slug_field, lists_names=self.lists_names,
-                                   scope=self.scope)
+                                   scope=self.scope, label=self.called)
             # A parameter, not the text: refusals() and the form %-format the message.
             raise forms.ValidationError("%(said)s", code="does_not_exist", params={"said": said})
 
@@ -464,13 +467,20 @@ class PriceRateFilterSet(ListFilterSet):
 
 class NodeFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
-    pool = filters.CharFilter(field_name="pool")
+    # A node's pool, leaf switch and spine are refused as an unknown gpu_type is, listing the
+    # ones there are: `?pool=nosuch` answered an empty list, as if the pool had no node.
+    pool = NamedRecordFilter(field_name="pool", records=_everyone(Node), slug_field="pool", called=("pool", "pools"),
+                             lists_names=True, help_text="Pool name (an unknown one is a 400 listing them).")
     state = filters.MultipleChoiceFilter(choices=NodeState.choices, distinct=False,  # as JobFilterSet.state
                                          help_text="Repeat for several states.")
     gpu_type = NamedRecordFilter(field_name="gpu_type__name", records=_everyone(GpuType), lists_names=True,
                                  help_text="GPU type name.")
-    leaf_switch = filters.CharFilter(field_name="leaf_switch")
-    spine = filters.CharFilter(field_name="spine")
+    leaf_switch = NamedRecordFilter(field_name="leaf_switch", records=_everyone(Node), slug_field="leaf_switch",
+                                    called=("leaf switch", "leaf switches"), lists_names=True,
+                                    help_text="Leaf switch name (an unknown one is a 400 listing them).")
+    spine = NamedRecordFilter(field_name="spine", records=_everyone(Node), slug_field="spine",
+                              called=("spine", "spines"), lists_names=True,
+                              help_text="Spine name (an unknown one is a 400 listing them).")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
     simulated = BooleanFilter(field_name="simulated")
     retired = BooleanFilter(method="filter_retired", help_text="true: only retired nodes (out of the fleet); "

@@ -166,19 +166,19 @@ class NamedChoiceField(serializers.ChoiceField):
 
 
 def no_record_named(records: Any, given: str, *, slug_field: str = "name", lists_names: bool = False,
-                    scope: str = "") -> str:
+                    scope: str = "", label: tuple[str, str] | None = None) -> str:
     """The refusal of a name that is none of `records`: "no cohort named 'shared'", then `scope`
     (" whose jobs you may read": the records are the reader's, not all), then, when
     `lists_names` (records everyone may know of: cohorts, priority classes, GPU types), the
     names there are. A body's field (NamedRecordField) and a filter (filtersets.NamedRecordFilter)
-    say it alike."""
-    label = str(records.model._meta.verbose_name)
-    plural = str(records.model._meta.verbose_name_plural)
-    said = f"no {label} named '{given[:64]}'{scope}"
+    say it alike. `label` (singular, plural): what `slug_field` names when it is not the record
+    itself, as a node's pool ("no pool named 'a10': pools are a100, h100"), each name once."""
+    one, plural = label or (str(records.model._meta.verbose_name), str(records.model._meta.verbose_name_plural))
+    said = f"no {one} named '{given[:64]}'{scope}"
     if lists_names:
-        names = list(records.order_by(slug_field).values_list(slug_field, flat=True)[:11])
+        names = list(records.order_by(slug_field).values_list(slug_field, flat=True).distinct()[:11])
         said += (f": {plural} are " + ", ".join(names[:10])
-                 + (", …" if len(names) > 10 else "") if names else f": there is no {label} yet")
+                 + (", …" if len(names) > 10 else "") if names else f": there is no {one} yet")
     return said
 
 
