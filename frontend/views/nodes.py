@@ -204,6 +204,10 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
             "gpus": figures_of.total_gpus,
             "used": figures_of.allocated_gpus,
             "free_ready": figures_of.free_gpus,
+            # idle on nodes that take no work (cordoned, draining, in maintenance, agent down):
+            # `qm sinfo`'s AWAY, so in use + free + away is the pool's GPUs (the heading said
+            # "69 of 88 in use · 3 free" and nothing of the other 16)
+            "away": figures_of.unavailable_gpus,
             "largest_free_block": figures_of.largest_free_block,
             "stranded": figures_of.stranded_gpus,
             "waiting_whole_node_jobs": figures_of.waiting_whole_node_jobs,
