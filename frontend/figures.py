@@ -608,8 +608,10 @@ def dominant_share(samples: Sequence[Mapping[str, Any]], team_ids: Mapping[str, 
         ]
 
     return _time_series("dominant_share", "Dominant share per team",
-                        "Each team's largest share of any one fleet resource (GPUs, CPUs, memory) it holds, per cycle: "
-                        "what dominant resource fairness equalises.", "dominant share (% of the fleet)", samples,
+                        "Each team's dominant share at each cycle, as qm sshare's SHARE: the largest of its GPU, CPU "
+                        "and memory shares, each what it held then plus its past usage decayed by the fair-share "
+                        "half-life, over the fleet's capacity. Among jobs of equal priority the lower share goes "
+                        "first.", "dominant share (% of the fleet)", samples,
                         NO_CYCLE_YET + "Each team's dominant share appears here.", traces, yaxis={"ticksuffix": "%"})
 
 

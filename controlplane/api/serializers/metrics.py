@@ -104,13 +104,14 @@ class SchedulerPolicySerializer(serializers.Serializer):
 class FairShareRowSerializer(serializers.Serializer):
     team = serializers.CharField()
     dominant_share = serializers.FloatField(
-        help_text="The largest of its shares: among jobs of equal priority, the team with the lower one goes first.")
+        help_text="The largest of its shares, each held now + past usage decayed, over the fleet's capacity (`qm "
+                  "sshare`'s SHARE): among jobs of equal priority, the team with the lower one goes first.")
     dominant_resource = serializers.CharField(
         help_text="gpus, cpus or memory: the resource whose share is the dominant one; empty for a team that holds "
                   "and used nothing.")
     shares = serializers.DictField(
         child=serializers.FloatField(),
-        help_text="Per resource (gpus, cpus, memory): (held now + decayed past usage as an average holding) ÷ the "
+        help_text="Per resource (gpus, cpus, memory): (held now + past usage decayed, as an average holding) ÷ the "
                   "fleet's capacity.")
     held_now = serializers.DictField(child=serializers.IntegerField(), help_text="gpus, cpus, memory_gb held now.")
     decayed_usage = serializers.DictField(
