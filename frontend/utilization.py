@@ -23,15 +23,18 @@ def utilization_points(since: datetime, until: datetime, label: str, now: dateti
     # ... but where it begins: a fresh fleet's first hour is drawn from its first rolled minute, not
     # from the hour's start, before anything was measured (one query; two for a day)
     began = utilization_series.record_began_within(series[0].start, bucket) if series else None
+    # The first step is drawn from where its part of the window begins: a bucket the window cuts
+    # (a 24-hour window from 05:01 reads 05:01-06:00 of the 05:00 hour) was drawn from the hour's
+    # start, a stretch outside the window drawn as if measured.
     points = [
         {
-            "at": began if i == 0 and began is not None else p.start,
-            "until": p.start + timedelta(seconds=p.seconds),  # the bucket's end, or the rollup's for the newest
+            "at": max(began, begins) if i == 0 and began is not None else begins,
+            "until": begins + timedelta(seconds=p.seconds),  # the bucket's end, or the rollup's for the newest
             "allocated": p.allocated_gpus / p.capacity_gpus,
             "active": p.active_gpus / p.capacity_gpus,
             "productive": p.productive_gpus / p.capacity_gpus,
         }
-        for i, p in enumerate(series)
+        for i, (p, begins) in enumerate((p, p.begins or p.start) for p in series)
         if p.capacity_gpus
     ]
     name = {60: "minute", 3600: "hour", 86400: "day"}.get(bucket, f"{bucket} s")

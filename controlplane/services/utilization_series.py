@@ -27,7 +27,8 @@ from controlplane.services.usage_tiers import ceil_to, floor_to
 
 @dataclass(frozen=True)
 class UtilizationPoint:
-    """Time-averaged GPUs over one bucket: GPU-seconds ÷ the seconds the bucket covers."""
+    """Time-averaged GPUs over one bucket: GPU-seconds ÷ the seconds the bucket covers, from
+    `begins` (its start, or where the window or the record begins inside it)."""
 
     start: datetime
     seconds: float
@@ -35,6 +36,7 @@ class UtilizationPoint:
     allocated_gpus: float
     active_gpus: float
     productive_gpus: float
+    begins: datetime | None = None
 
 
 def choose_bucket(start: datetime, end: datetime, now: datetime) -> int:
@@ -134,7 +136,7 @@ def utilization_series(
         capacity = s.get("capacity") if team_id is None else None
 
         points.append(UtilizationPoint(
-            start=at, seconds=covered,
+            start=at, seconds=covered, begins=since,
             capacity_gpus=_gpus(capacity or 0, covered) if team_id is None else None,
             allocated_gpus=_gpus(s.get("allocated"), covered), active_gpus=_gpus(s.get("active"), covered),
             productive_gpus=_gpus(s.get("productive"), covered),
