@@ -4,6 +4,7 @@
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
+    qm events [--since 2h] [--kind node.state] [--node N] [--team T] [--limit N | --all]
     qm runs JOB                                                  # its runs (sacct --duplicates)
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm update ARRAY_ID --array-limit 4|none                      # a job array's task limit (Slurm's %4)
@@ -61,7 +62,7 @@ from controlplane.cli.client import (
 )
 from controlplane.cli.fleet import cmd_node_action, cmd_nodes, cmd_sinfo
 from controlplane.cli.jobs.actions import ACTION_FLAGS, CANCELLABLE_STATES, cmd_cancel, cmd_hold, cmd_requeue
-from controlplane.cli.jobs.events import cmd_events
+from controlplane.cli.jobs.events import EVENTS_FLAGS, cmd_events
 from controlplane.cli.jobs.explain import cmd_explain
 from controlplane.cli.jobs.listing import LIST_FLAGS, cmd_list
 from controlplane.cli.jobs.logs import LOGS_FLAGS, cmd_logs
@@ -219,14 +220,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", parents=[common], help="why a job waits, and what would start it")
     p.add_argument("job")
-    p = sub.add_parser("events", parents=[common], help="a job's history; --follow to watch it",
+    p = sub.add_parser("events", parents=[common], help="a job's history (--follow to watch it), or the fleet's "
+                                                        "events without a job",
                        description="Every state change of a job, oldest first, with who made it and why "
                                    "(submitted, bound, started, preempted and by whom, requeued, cancelled, "
                                    "finished). With --follow, new events are printed as they happen until the "
-                                   "job has finished. --json: a JSON list (with --follow, one JSON object a line).")
-    p.add_argument("job")
+                                   "job has finished. Without a job: the fleet's events you may read (admins: "
+                                   "all; members: their teams'), nodes' and maintenance windows' too, the latest "
+                                   "--limit of them (or --all) oldest first, filtered by --since, --kind, --node "
+                                   "and --team (GET /api/v1/events/). --json: a JSON list (with --follow, one "
+                                   "JSON object a line).")
+    p.add_argument("job", nargs="?", help="the job (none: the fleet's events)")
     p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
+    p.add_argument("--since", "-S", metavar="WHEN", help="fleet: events from then on (2h, today, 10:30, an ISO time)")
+    p.add_argument("--kind", "-k", action="append", metavar="KIND",
+                   help="fleet: these kinds only (node.state, job.preempted, …), comma-separated or repeated")
+    p.add_argument("--node", "-w", help="fleet: the events of this node")
+    p.add_argument("--team", "-A", help="fleet: the events of this team's jobs")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--limit", "-n", type=int, help="fleet: the latest N events (default 50, at most 1000)")
+    shown.add_argument("--all", action="store_true", help="fleet: every event that matches (read 1,000 a request)")
     p = sub.add_parser("runs", parents=[common], help="a job's runs: each bind, how it ended, GPU-hours, cost, "
                                                       "work lost",
                        description="Every run of a job, oldest first (as sacct --duplicates): when each was bound, "
@@ -521,7 +535,7 @@ FIELD_FLAGS = {
     "submit": SUBMIT_FLAGS, "update": SUBMIT_FLAGS,
     "list": LIST_FLAGS, "squeue": LIST_FLAGS, "status": LIST_FLAGS,
     "cancel": ACTION_FLAGS, "scancel": ACTION_FLAGS, "hold": ACTION_FLAGS, "release": ACTION_FLAGS,
-    "requeue": ACTION_FLAGS, "logs": LOGS_FLAGS,
+    "requeue": ACTION_FLAGS, "logs": LOGS_FLAGS, "events": EVENTS_FLAGS,
     "history": HISTORY_FLAGS, "sacct": HISTORY_FLAGS, "showback": SHOWBACK_FLAGS,
     "quotas": {"team": "team"}, "nodes": {"reason": "reason"}, "cordon": {"reason": "reason"},
     "drain": {"reason": "reason"}, "maint": MAINT_FLAGS,

@@ -1,10 +1,14 @@
-"""`qm events JOB [--follow]`: a job's history, oldest first, followed until the job ends."""
+"""`qm events JOB [--follow]`: a job's history, oldest first, followed until the job ends; `qm
+events` without a job: the fleet's events (the API's `events/`, which an admin reads whole and a
+member for their teams), filtered by --since, --kind, --node and --team, the latest --limit of
+them or --all, oldest first."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import arguments, output
@@ -29,10 +33,70 @@ def _events_after(api: Api, job_id: int, seen: set[int], start: int) -> list[dic
             for e in page["results"] if e["id"] not in seen]
 
 
+#: `qm events`' API filters → its flags, as client.refusal names them.
+EVENTS_FLAGS = {"after": "since", "kind": "kind", "node": "node", "team": "team", "limit": "limit"}
+
+#: The flags that filter the fleet's events, not one job's.
+_FLEET_FLAGS = ("since", "kind", "node", "team", "limit", "all")
+
+#: The fleet's events shown without --limit or --all.
+LATEST_SHOWN = 50
+
+
+def _fleet_events(api: Api, args: argparse.Namespace) -> int:
+    """The fleet's events the reader may see, under the flags' filters: the latest `--limit`
+    (newest first from the API, printed oldest first as a log reads) or, with --all, every one,
+    page by page (1,000 a request) up to the instant of the first request, so events written
+    meanwhile do not shift the pages. A line says how many more matched."""
+    if args.follow:
+        raise CliError("--follow watches one job: give its id (qm events JOB --follow)")
+    limit = LATEST_SHOWN if args.limit is None else args.limit
+    if not args.all and not 0 < limit <= LARGEST_PAGE:
+        raise CliError(f"--limit {args.limit}: give a number of events from 1 to {LARGEST_PAGE} (--all for every one)")
+    now = datetime.now(timezone.utc)
+    params: dict[str, Any] = {"before": now.isoformat()}
+    if args.since:
+        try:
+            params["after"] = output.parse_when(args.since, now).isoformat()
+        except ValueError as exc:
+            raise CliError(f"--since: {exc}") from exc
+    kinds = [k.strip() for value in args.kind or [] for k in value.split(",") if k.strip()]
+    if kinds:
+        params["kind"] = kinds
+    for flag in ("node", "team"):
+        if getattr(args, flag) is not None:
+            params[flag] = getattr(args, flag)
+    if args.all:
+        pages = list(api.pages("events/", {**params, "limit": LARGEST_PAGE, "offset": 0}))
+    else:
+        pages = [api.request("GET", "events/", params={**params, "limit": limit, "offset": 0})]
+    events = [e for page in pages for e in page["results"]][::-1]   # oldest first
+    matched = int(pages[0].get("count") or 0) if pages else 0
+    if args.json:
+        output.emit_json(events)
+        return 0
+    if not events:
+        print("No events match." if len(params) > 1 else "No events yet.")
+        return 0
+    output.table([(output.utc_text(e["created_at"], suffix=""), e["kind"], e["job"] or "-", e["node"] or "-",
+                   e["team"] or "-", e["actor"], e["message"]) for e in events],
+                 ["TIME (UTC)", "EVENT", "JOB", "NODE", "TEAM", "BY", "WHAT"])
+    if matched > len(events):
+        print(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more, --since to go back "
+              "less far.")
+    return 0
+
+
 def cmd_events(api: Api, args: argparse.Namespace) -> int:
     """A job's history, oldest first: each state change with who did it and why (a preemption
     names the job it made room for and what was lost). `--follow` keeps printing new events
-    until the job has finished."""
+    until the job has finished. Without a job: the fleet's events (`_fleet_events`)."""
+    if args.job is None:
+        return _fleet_events(api, args)
+    given = [f"--{flag}" for flag in _FLEET_FLAGS if getattr(args, flag) not in (None, False, [])]
+    if given:
+        raise CliError(f"{', '.join(given)} filter the fleet's events: give no job id (qm events JOB lists all of "
+                       "one job's)")
     job_id = arguments.job_id(args.job)
     if not 0 < args.interval <= 3600:  # NaN fails too; no wait can be `inf`
         raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
