@@ -183,7 +183,7 @@ def endpoints() -> list[tuple[str, str, str, bool]]:
     finished = first(state="succeeded", preemption_count=1)
     node = Node.objects.order_by("name").values_list("name", flat=True)[1]
     busy_event_job = Event.objects.values_list("job_id", flat=True).order_by("-id")[0]
-    day_ago = (timezone.now() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    day_ago = (timezone.now() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")  # the API refuses a time without its zone
     api = "/api/v1/"
     lists = [
         ("jobs", "jobs/"),

@@ -82,8 +82,7 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
                    e["team"] or "-", e["actor"], e["message"]) for e in events],
                  ["TIME (UTC)", "EVENT", "JOB", "NODE", "TEAM", "BY", "WHAT"])
     if matched > len(events):
-        print(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more, --since to go back "
-              "less far.")
+        print(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more.")
     return 0
 
 
