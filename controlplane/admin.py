@@ -275,11 +275,11 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         """A user created, or changed in who they are or what they may do (active, staff,
-        superuser: an admin of the fleet), is a config.changed event (services/config_audit.py);
-        the change view's transaction holds the user and its event."""
-        before = config_audit.before_change(obj) if change else None
-        super().save_model(request, obj, form, change)
-        config_audit.record_config_change(obj, "changed" if change else "created", before, _actor(request))
+        superuser: an admin of the fleet), is a config.changed event, recorded by the user's save
+        (services/config_audit.user_saved) as this admin's; the change view's transaction holds
+        the user and its event."""
+        with config_audit.changing_users(_actor(request)):
+            super().save_model(request, obj, form, change)
 
     def user_change_password(self, request, id, form_url=""):  # type: ignore[no-untyped-def]
         """The user's password page: a password set, or made unusable, is a `UserPasswordChanged`
@@ -288,14 +288,14 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
             _actor(request), lambda: super(UserAdmin, self).user_change_password(request, id, form_url))
 
     def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
-        with transaction.atomic():  # the user's memberships go with them, each recorded
-            config_audit.record_config_change(obj, "deleted", config_audit.config_record(obj), _actor(request))
+        """Recorded by the user's delete (services/config_audit.user_deleted) as this admin's, the
+        memberships that go with the user each recorded."""
+        with config_audit.changing_users(_actor(request)):
             super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
-        with transaction.atomic():
-            for user in queryset:
-                self.delete_model(request, user)
+        with config_audit.changing_users(_actor(request)):
+            super().delete_queryset(request, queryset)
 
     @admin.display(description="roles")
     def roles(self, user: Any) -> str:

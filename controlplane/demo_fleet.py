@@ -30,6 +30,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services import config_audit
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -100,7 +101,8 @@ def seed_demo_fleet(*, with_nodes: bool = True, awaiting_agents: bool = False) -
     demo start. Tests without agents keep them ready."""
     if already_seeded():
         return
-    _seed(with_nodes, awaiting_agents)
+    with config_audit.changing_users("demo"):  # each demo user's UserCreated event names the seed
+        _seed(with_nodes, awaiting_agents)
     Event.objects.create(
         created_at=timezone.now(), kind=EventKind.CONFIG_CHANGED, actor="demo", reason=SEEDED_REASON,
         message="Demo fleet seeded (teams, GPU types, prices, priority classes, quotas and demo users); "

@@ -8,9 +8,11 @@ theirs), do the work that belongs to the services. So the models import no servi
   rollups repriced from the earliest instant it affects, for the GPU types and tiers it touches
   (`services/accounting.reprice`), by a Celery task queued when the change commits (API, admin,
   shell alike); without a broker (the demo) the task runs at once, after the commit.
-- A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`),
-  and any change of it, by whatever path, is one `UserPasswordChanged` event
-  (`services/config_audit.password_saved`, the hash stored before the save read at pre_save).
+- A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`).
+  A user created, changed in who they are or what they may do, given a password or deleted,
+  by whatever path, is one event each (`UserCreated`, `UserChanged`, `UserPasswordChanged`,
+  `UserDeleted`: `services/config_audit.user_saved`, `user_deleted`; the user as stored before
+  the save read at pre_save).
 - A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
   `user_login_failed`) counts against its username (`api/throttling.sign_in_failed`).
 """
@@ -24,7 +26,7 @@ import structlog
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_login_failed
 from django.db import models, transaction
-from django.db.models.signals import post_delete, post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from controlplane.api.throttling import sign_in_failed
@@ -64,20 +66,29 @@ def revoke_token_after_password_change(sender: type[models.Model], instance: Any
         api_tokens.password_changed(instance)
 
 
-@receiver(pre_save, sender=get_user_model(), dispatch_uid="qm-user-password-remember-stored")
-def remember_stored_password(sender: type[models.Model], instance: Any, raw: bool = False,
-                             update_fields: Any = None, **kwargs: Any) -> None:
-    instance._qm_stored_password = config_audit.stored_password(instance, update_fields, raw)
+@receiver(pre_save, sender=get_user_model(), dispatch_uid="qm-user-remember-stored")
+def remember_stored_user(sender: type[models.Model], instance: Any, raw: bool = False,
+                         update_fields: Any = None, **kwargs: Any) -> None:
+    instance._qm_stored_user = config_audit.stored_user(instance, update_fields, raw)
 
 
-@receiver(post_save, sender=get_user_model(), dispatch_uid="qm-user-password-changed-record")
-def record_password_change(sender: type[models.Model], instance: Any, created: bool = False, **kwargs: Any) -> None:
-    """Whatever set it (a page, a command, `manage.py shell`): one event per change of the
-    stored password (Django clears the raw one only after this signal)."""
-    before = getattr(instance, "_qm_stored_password", None)
-    instance._qm_stored_password = None
-    if not created:
-        config_audit.password_saved(instance, before)
+@receiver(post_save, sender=get_user_model(), dispatch_uid="qm-user-saved-record")
+def record_user_save(sender: type[models.Model], instance: Any, created: bool = False, raw: bool = False,
+                     **kwargs: Any) -> None:
+    """Whatever saved it (a page, a command, `manage.py shell`): one event per user created, per
+    change of who they are or what they may do, per change of the stored password (Django
+    clears the raw one only after this signal)."""
+    before = getattr(instance, "_qm_stored_user", None)
+    instance._qm_stored_user = None
+    if not raw:  # loaddata
+        config_audit.user_saved(instance, created, before)
+
+
+@receiver(pre_delete, sender=get_user_model(), dispatch_uid="qm-user-deleted-record")
+def record_user_delete(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
+    """Before the delete (a page's, a queryset's in a shell), while the memberships that go with
+    the user are still there to be recorded."""
+    config_audit.user_deleted(instance)
 
 
 @receiver(pre_save, sender=PriceRate, dispatch_uid="qm-price-rate-remember-previous")

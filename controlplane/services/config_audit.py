@@ -16,10 +16,11 @@ import getpass
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
@@ -85,11 +86,11 @@ class CommandLine:
 
 
 class UnnamedProcess:
-    """Who acts when a user's password changes with no page nor command saying who
-    (`manage.py shell`, a script, a view that forgot to): the process itself, honestly, actor
-    ``process:<os user>``, and what it runs ("manage.py shell", "celery", "gunicorn"): the
-    program's name and, for manage.py, the command's, never the rest of its command line (a
-    `shell -c "u.set_password('…')"` holds the password)."""
+    """Who acts when a user is created, changed, deleted or given a password with no page nor
+    command saying who (`manage.py shell`, a script, a view that forgot to): the process
+    itself, honestly, actor ``process:<os user>``, and what it runs ("manage.py shell",
+    "celery", "gunicorn"): the program's name and, for manage.py, the command's, never the rest
+    of its command line (a `shell -c "u.set_password('…')"` holds the password)."""
 
     def __init__(self) -> None:
         self.os_user = _os_user()
@@ -111,43 +112,92 @@ def _program(argv: list[str]) -> str:
     return program
 
 
-#: Who is changing passwords in this thread or task now (a page's signed-in user, a command
-#: line), set by `password_change_recorded`; unset, `password_saved` names the process.
-_changing: ContextVar[tuple[str, CommandLine | None] | None] = ContextVar("qm_password_changer", default=None)
+#: Who is changing users in this thread or task now (a page's signed-in user, a command line),
+#: set by `changing_users`; unset, the user's save or delete names the process.
+_changing: ContextVar[tuple[str, CommandLine | None] | None] = ContextVar("qm_user_changer", default=None)
 
 
-def password_change_recorded(actor: str, change: Callable[[], T], command: CommandLine | None = None) -> T:
-    """Run ``change`` (a page, or `manage.py changepassword`, that may set a user's password) in
-    one transaction, as ``actor``: the `UserPasswordChanged` event each password it sets is
-    recorded with (`password_saved`, from the user's save) names them and the command, in the
-    same transaction. A change refused sets nothing and records nothing."""
+@contextmanager
+def changing_users(actor: str, command: CommandLine | None = None) -> Iterator[None]:
+    """Run what follows (a page, or a `manage.py` command, that may create, change, delete a
+    user or set their password) in one transaction, as ``actor``: the events the users' saves
+    and deletes record (`user_saved`, `user_deleted`, `password_saved`) name them and the
+    command, in the same transaction. A change refused sets nothing and records nothing."""
     said = _changing.set((actor, command))
     try:
         with transaction.atomic():
-            return change()
+            yield
     finally:
         _changing.reset(said)
 
 
-def stored_password(user: Any, update_fields: Any, raw: bool) -> str | None:
-    """The hash stored for ``user`` before a save that may write a new one (read by the user's
-    pre_save), or None when the save sets none: a new user (`UserCreated` says it), a fixture's
-    raw load, a save of other columns only (a sign-in's last_login)."""
+def password_change_recorded(actor: str, change: Callable[[], T], command: CommandLine | None = None) -> T:
+    """Run ``change`` (a password page, `manage.py changepassword`) as `changing_users` runs it."""
+    with changing_users(actor, command):
+        return change()
+
+
+def _origin() -> tuple[str, CommandLine | UnnamedProcess | None]:
+    """Who changes a user now: the page or command running (`changing_users`), else the process."""
+    actor, command = _changing.get() or (None, None)
+    if actor is None:
+        process = UnnamedProcess()
+        return process.actor, process
+    return actor, command
+
+
+class StoredUser(NamedTuple):
+    """A user as stored before a save that may change them: the password's hash, and the
+    audited record (`USER_AUDITED`)."""
+
+    password: str
+    record: dict[str, Any]
+
+
+def stored_user(user: Any, update_fields: Any, raw: bool) -> StoredUser | None:
+    """``user`` as stored before a save that may write a new password or audited column (read by
+    the user's pre_save, one query), or None when the save writes neither: a new user
+    (`user_saved` records its creation), a fixture's raw load, a save of other columns only (a
+    sign-in's last_login)."""
     if raw or user.pk is None or user._state.adding:
         return None
-    if update_fields is not None and "password" not in update_fields:
+    if update_fields is not None and not {"password", *USER_AUDITED} & set(update_fields):
         return None
-    stored: str | None = type(user)._default_manager.filter(pk=user.pk).values_list("password", flat=True).first()
-    return stored
+    stored = type(user)._default_manager.filter(pk=user.pk).first()
+    return StoredUser(stored.password, config_record(stored)) if stored is not None else None
+
+
+def user_saved(user: Any, created: bool, before: StoredUser | None) -> None:
+    """After a save of ``user`` (post_save), stored as ``before`` until then: one `UserCreated`
+    event for a new user, one `UserChanged` for a change of who they are or what they may do
+    (`USER_AUDITED`), one `UserPasswordChanged` for a new password (`password_saved`), whatever
+    path saved it, each naming the page or command running (`changing_users`), else the
+    process. A save outside a transaction (the shell's autocommit) writes the user, then the
+    event."""
+    actor, origin = _origin()
+    why, data = (origin.said, origin.data) if origin else ("", {})
+    if created:
+        record_config_change(user, "created", None, actor, why=why, data=data)
+        return
+    if before is None:
+        return
+    record_config_change(user, "changed", before.record, actor, why=why, data=data)
+    password_saved(user, before.password)
+
+
+def user_deleted(user: Any) -> None:
+    """Before ``user`` is deleted (pre_delete, whatever deletes them: a page, a queryset's
+    delete in a shell): one `UserDeleted` event, and one per membership that goes with them."""
+    actor, origin = _origin()
+    record_config_change(user, "deleted", config_record(user), actor, why=origin.said if origin else "",
+                         data=origin.data if origin else None)
 
 
 def password_saved(user: Any, before: str | None) -> Event | None:
-    """After a save of ``user`` (post_save), whose stored hash was ``before``: when the password
-    changed, record one `UserPasswordChanged` event, whatever path set it: who changed whose
-    password, or made it unusable ("password-based sign-in disabled"), as the page or command
-    running (`password_change_recorded`) says, else the process (`UnnamedProcess`). Never the
-    password nor its hash; the hashes are compared only to tell whether it changed. A save
-    outside a transaction (the shell's autocommit) writes the user, then the event.
+    """After a save of ``user`` whose stored hash was ``before``: when the password changed,
+    record one `UserPasswordChanged` event: who changed whose password, or made it unusable
+    ("password-based sign-in disabled"), as `user_saved` names them. Never the password nor
+    its hash; the hashes are compared only to tell whether it changed.
 
     A hash that differs for the same password is no change: Django stores a password again
     under the preferred hasher at a sign-in (`check_password`, clearing the raw password it set
@@ -158,11 +208,7 @@ def password_saved(user: Any, before: str | None) -> Event | None:
         return None
     if getattr(user, "_password", None) is None and _rehashed(before, user.password):
         return None
-    actor, command = _changing.get() or (None, None)
-    origin: CommandLine | UnnamedProcess | None = command
-    if actor is None:
-        origin = UnnamedProcess()
-        actor = origin.actor
+    actor, origin = _origin()
     name = user.get_username()
     usable = user.has_usable_password()
     said = "password changed" if usable else "password-based sign-in disabled"
@@ -237,12 +283,14 @@ def before_change(obj: models.Model) -> dict[str, Any] | None:
 
 
 def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | None, actor: str,
-                         why: str = "", after: dict[str, Any] | None = None) -> Event | None:
+                         why: str = "", after: dict[str, Any] | None = None,
+                         data: dict[str, Any] | None = None) -> Event | None:
     """`verb`: created, changed or deleted. Call it in the transaction that writes the record
     (for a deletion, before deleting it, with ``before`` from :func:`config_record`). Nothing
     for a model that is not audited, or a change that changed nothing. ``after``: the record as
     it will be, when the database does not hold it yet (a team losing a class that is about to
-    be deleted); else it is read from ``obj``."""
+    be deleted); else it is read from ``obj``. ``data``: more for the event's data (the process
+    or command that made the change, `user_saved`)."""
     if not audited(obj):
         return None
     if verb == "deleted":
@@ -256,7 +304,7 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
         message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{what_changed(before, after)}"
                  f"{_price_said(obj, verb, before, after)}{why}"),
-        data={"model": obj._meta.model_name, "before": before, "after": after},
+        data={"model": obj._meta.model_name, "before": before, "after": after, **(data or {})},
     )
     # Written before a deletion: the event keeps pointing at the record until it goes
     # (Event.node and Event.team are SET_NULL), and its message names it for ever.

@@ -18,6 +18,7 @@ from django.utils import timezone
 from controlplane.choices import JobState, Role
 from controlplane.models import (
     Cohort,
+    Event,
     GpuType,
     Job,
     Membership,
@@ -76,6 +77,13 @@ def make_user(
     if team is not None or role != Role.MEMBER:
         Membership.objects.create(user=user, team=team, role=role)
     return user
+
+
+def trail() -> Any:
+    """The audit trail but the users the test's setup made through the ORM (`make_user`: each a
+    `UserCreated` event by the test's own process, services/config_audit.user_saved): what the
+    test's requests recorded, for tests that assert a refused one recorded nothing."""
+    return Event.objects.exclude(reason="UserCreated", actor__startswith="process:")
 
 
 def token_for(user: AbstractBaseUser) -> str:

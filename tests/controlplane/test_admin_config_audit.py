@@ -28,7 +28,7 @@ def _test_settings(settings: Any) -> None:
 
 
 def _config_events(**kw: Any) -> list[Event]:
-    return list(Event.objects.filter(kind=EventKind.CONFIG_CHANGED, **kw).order_by("id"))
+    return list(f.trail().filter(kind=EventKind.CONFIG_CHANGED, **kw).order_by("id"))
 
 
 def test_a_priority_class_created_changed_and_deleted_through_the_api_is_recorded(fleet) -> None:

@@ -13,6 +13,7 @@ import pytest
 from controlplane.choices import EventKind
 from controlplane.models import Event
 from controlplane.services import config_audit
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +48,7 @@ def test_a_node_change_names_the_setting(fleet) -> None:
 
 def test_the_data_keeps_the_columns_and_values(fleet) -> None:
     _changed(fleet.research, grace_period_s=600)
-    event = Event.objects.get(kind=EventKind.CONFIG_CHANGED)
+    event = f.trail().get(kind=EventKind.CONFIG_CHANGED)
     assert event.data["before"]["grace_period_s"] == 30 and event.data["after"]["grace_period_s"] == 600
 
 

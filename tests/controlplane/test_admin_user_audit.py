@@ -83,7 +83,7 @@ def test_a_user_added_is_recorded(boss) -> None:
     r = boss.post("/admin/auth/user/add/", form)
     assert r.status_code == 302, r.context["adminform"].form.errors if r.context else r
 
-    [event] = Event.objects.filter(reason="UserCreated")
+    [event] = Event.objects.filter(reason="UserCreated", data__after__username="carol")
     assert event.message == "User carol created" and event.actor == "user:boss"
     assert "password" not in str(event.data)
 

@@ -88,7 +88,7 @@ def test_bad_input_is_refused_naming_the_field_and_nothing_is_written(fleet: Fle
     assert field in refused.value.errors, refused.value.errors
     assert words in refused.value.errors[field]
     assert not MaintenanceWindow.objects.exists()
-    assert not Event.objects.filter(kind=EventKind.CONFIG_CHANGED).exists()
+    assert not f.trail().filter(kind=EventKind.CONFIG_CHANGED).exists()
 
 
 def test_a_retired_node_is_refused_and_a_pool_leaves_its_retired_nodes_out(fleet: Fleet) -> None:

@@ -37,6 +37,12 @@ def _trail() -> list[Event]:
     return list(Event.objects.filter(kind=EventKind.CONFIG_CHANGED).order_by("id"))
 
 
+def _made(name: str) -> None:
+    """A user as the test found them, the trail started after (their `UserCreated` is the setup's)."""
+    f.make_user(name)
+    Event.objects.all().delete()
+
+
 def _secrets_absent(event: Event, *secrets: str) -> None:
     said = f"{event.message} {event.data} {event.actor}"
     for secret in secrets:
@@ -44,7 +50,7 @@ def _secrets_absent(event: Event, *secrets: str) -> None:
 
 
 def test_changepassword_records_one_event_naming_the_command_line_and_no_secret(monkeypatch) -> None:
-    f.make_user("bob")
+    _made("bob")
     _typed(monkeypatch, NEW, NEW)
 
     call_command("changepassword", "bob", stdout=StringIO())
@@ -61,7 +67,7 @@ def test_changepassword_records_one_event_naming_the_command_line_and_no_secret(
 
 
 def test_changepassword_refused_records_nothing(monkeypatch) -> None:
-    f.make_user("bob")
+    _made("bob")
     _typed(monkeypatch, NEW, "other-1", NEW, "other-2", NEW, "other-3")
 
     with pytest.raises(CommandError, match="after 3 attempts"):
@@ -98,7 +104,7 @@ def test_createsuperuser_records_the_user_created_an_admin_without_the_password(
 
 
 def test_createsuperuser_refused_records_nothing(monkeypatch) -> None:
-    f.make_user("taken")
+    _made("taken")
     monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", NEW)
     _typed(monkeypatch)
 

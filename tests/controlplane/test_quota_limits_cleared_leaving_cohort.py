@@ -98,7 +98,7 @@ def test_a_new_limit_in_the_same_save_is_refused_on_its_field(fleet, browser, ml
     [formset] = [s.formset for s in r.context["inline_admin_formsets"] if s.formset.model is Quota]
     assert "team ml is in no cohort, so it borrows from no one" in str(formset.errors[0]["borrowing_limit"])
     assert Team.objects.get(pk=fleet.ml.pk).cohort_id is not None
-    assert not Event.objects.exists()
+    assert not f.trail().exists()
 
 
 def test_leaving_through_the_api_clears_them_and_the_quota_reads_none(fleet, ml_limited) -> None:

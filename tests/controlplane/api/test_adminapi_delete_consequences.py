@@ -158,4 +158,4 @@ def test_a_gpu_type_in_use_is_still_refused_with_nothing_written(fleet, admin) -
     assert r.status_code == 409
     assert "a100-0" in r.json()["detail"]
     assert GpuType.objects.filter(pk=fleet.a100.pk).exists()
-    assert not Event.objects.filter(kind=EventKind.CONFIG_CHANGED).exists()
+    assert not f.trail().filter(kind=EventKind.CONFIG_CHANGED).exists()

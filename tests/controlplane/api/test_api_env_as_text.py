@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.models import Event, Job
+from controlplane.models import Job
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1/jobs/"
@@ -36,5 +37,5 @@ def test_a_line_that_says_no_variable_is_a_400_naming_env_and_the_line(fleet, al
 
     assert r.status_code == 400, r.content
     assert r.json()["errors"] == {"env": [problem]}
-    assert not Job.objects.exists() and not Event.objects.exists()
+    assert not Job.objects.exists() and not f.trail().exists()
 

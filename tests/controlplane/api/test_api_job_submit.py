@@ -276,7 +276,7 @@ def test_impossible_array_task_shape_writes_no_task(alice, fleet) -> None:
     r = post(alice, ARRAYS, {"name": "sweep", "gpus": 9, "topology": "same_node", "array": "0-99"})
 
     assert r.status_code == 400 and "gpus" in r.json()["errors"]
-    assert Job.objects.count() == 0 and Event.objects.count() == 0
+    assert Job.objects.count() == 0 and f.trail().count() == 0
 
 
 # ----------------------------------------------------------------------------- idempotency

@@ -11,8 +11,9 @@ import pytest
 
 from controlplane.agent.members import Assignment, rank_environment
 from controlplane.api.serializers import JobSubmitSerializer, plain_submit_request
-from controlplane.models import Event, Job
+from controlplane.models import Job
 from controlplane.services import jobs as job_service
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1/jobs/"
@@ -30,7 +31,7 @@ def test_a_reserved_name_in_env_is_a_400_naming_env_and_the_name(fleet, alice, n
     errors = _refused(alice, J, {"name": "x", "gpus": 1, "command": "true", "env": {"LR": "0.1", name: "7"}})
 
     assert errors == {"env": [f"env {name} is set by Quartermaster for each process; choose another name"]}
-    assert not Job.objects.exists() and not Event.objects.exists()
+    assert not Job.objects.exists() and not f.trail().exists()
 
 
 def test_several_reserved_names_are_named_together_and_an_array_is_refused_too(fleet, alice) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.models import Event, Job
+from controlplane.models import Job
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1/jobs/"
@@ -38,7 +39,7 @@ def test_a_text_field_given_no_string_is_a_400_naming_it(fleet, alice, extra, fi
     assert list(errors) == [field]
     if said is not None:
         assert errors[field] == said
-    assert not Job.objects.exists() and not Event.objects.exists()
+    assert not Job.objects.exists() and not f.trail().exists()
 
 
 def test_an_array_given_as_a_number_is_refused(fleet, alice) -> None:

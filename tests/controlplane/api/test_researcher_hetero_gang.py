@@ -87,7 +87,7 @@ def test_a_bad_gang_is_a_400_naming_the_field_and_writes_nothing(
     errors = response.json()["errors"]
     assert field in errors, errors
     assert words in " ".join(errors[field])
-    assert not Job.objects.exists() and not Event.objects.exists()
+    assert not Job.objects.exists() and not f.trail().exists()
 
 
 @pytest.mark.django_db
