@@ -10,7 +10,9 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Lead
@@ -273,13 +275,14 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).prefetch_related("memberships__team")
 
-    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):  # type: ignore[no-untyped-def]
         """A user created, or changed in who they are or what they may do (active, staff,
-        superuser: an admin of the fleet), is a config.changed event, recorded by the user's save
-        (services/config_audit.user_saved) as this admin's; the change view's transaction holds
-        the user and its event."""
+        superuser: an admin of the fleet; groups, permissions), is a config.changed event,
+        recorded by the user's save (services/config_audit.user_saved) as this admin's: one for
+        the page's columns and its groups and permissions, saved after them; the view's
+        transaction holds the user and its event."""
         with config_audit.changing_users(_actor(request)):
-            super().save_model(request, obj, form, change)
+            return super().changeform_view(request, object_id, form_url, extra_context)
 
     def user_change_password(self, request, id, form_url=""):  # type: ignore[no-untyped-def]
         """The user's password page: a password set, or made unusable, is a `UserPasswordChanged`
@@ -307,6 +310,38 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
             _save_recorded_formset(request, formset, config_audit.config_record, config_audit.record_config_change)
             return None
         return super().save_formset(request, form, formset, change)
+
+
+if admin.site.is_registered(Group):
+    admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class GroupAdmin(NamedControls, ShownWhole, DjangoGroupAdmin):
+    """A group's permissions are what its staff members may change on these pages ("Can change
+    quota": every team's quota): a group created, renamed, given or refused a permission, or
+    deleted is a config.changed event (GroupCreated, GroupChanged, GroupDeleted, each member's
+    UserChanged with it), as a user's own groups and permissions are; until 7 Dec none was."""
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        request.group_before = config_audit.before_change(obj) if change else None
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
+        """Recorded once its permissions (many to many, saved after the group) are saved too."""
+        super().save_related(request, form, formsets, change)
+        config_audit.record_config_change(form.instance, "changed" if change else "created",
+                                          getattr(request, "group_before", None), _actor(request))
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        with transaction.atomic():  # its members leave it, each recorded
+            config_audit.record_config_change(obj, "deleted", config_audit.config_record(obj), _actor(request))
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            for group in queryset:
+                self.delete_model(request, group)
 
 
 class TeamForm(OpenedAsForm):

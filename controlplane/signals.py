@@ -9,8 +9,8 @@ theirs), do the work that belongs to the services. So the models import no servi
   (`services/accounting.reprice`), by a Celery task queued when the change commits (API, admin,
   shell alike); without a broker (the demo) the task runs at once, after the commit.
 - A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`).
-  A user created, changed in who they are or what they may do, given a password or deleted,
-  by whatever path, is one event each (`UserCreated`, `UserChanged`, `UserPasswordChanged`,
+  A user created, changed in who they are or what they may do (their groups and permissions
+  too, changed from either side), given a password or deleted, by whatever path, is one event each (`UserCreated`, `UserChanged`, `UserPasswordChanged`,
   `UserDeleted`: `services/config_audit.user_saved`, `user_deleted`; the user as stored before
   the save read at pre_save).
 - A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
@@ -26,7 +26,7 @@ import structlog
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_login_failed
 from django.db import models, transaction
-from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from controlplane.api.throttling import sign_in_failed
@@ -89,6 +89,17 @@ def record_user_delete(sender: type[models.Model], instance: Any, **kwargs: Any)
     """Before the delete (a page's, a queryset's in a shell), while the memberships that go with
     the user are still there to be recorded."""
     config_audit.user_deleted(instance)
+
+
+@receiver(m2m_changed, sender=get_user_model().groups.through, dispatch_uid="qm-user-groups-changed-record")
+@receiver(m2m_changed, sender=get_user_model().user_permissions.through,
+          dispatch_uid="qm-user-permissions-changed-record")
+def record_user_access_change(sender: type[models.Model], instance: Any, action: str, reverse: bool,
+                              pk_set: Any, **kwargs: Any) -> None:
+    """A user's groups or permissions, changed from either side (`bob.groups.add(ops)`,
+    `ops.user_set.add(bob)`, the user's admin page): what they may change on the admin's pages."""
+    config_audit.users_access_changing(action, instance, reverse, pk_set)
+    config_audit.users_access_changed(action, instance)
 
 
 @receiver(pre_save, sender=PriceRate, dispatch_uid="qm-price-rate-remember-previous")

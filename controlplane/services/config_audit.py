@@ -23,7 +23,9 @@ from decimal import Decimal
 from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
+from django.contrib.auth.models import Group, Permission
 from django.db import models, transaction
 from django.db.models import Count, Q
 
@@ -55,13 +57,17 @@ AUDITED: dict[type[models.Model], tuple[str, ...]] = {
     Membership: ("user", "team", "role"),
     Node: ("name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier",
            "simulated"),
+    # What a group's staff members may do on the admin's pages (Django's permissions: "Can
+    # change quota" lets a staff user edit every team's quota there).
+    Group: ("name", "permissions"),
 }
 
 
 # A user's standing, never their password or profile: who they are, whether they may sign in
 # (active), reach the admin site (staff) and are an admin of the fleet (superuser:
-# services/access.py). Ticking "Superuser status" made a user an admin with no trace here.
-USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser")
+# services/access.py), and what they may change on the admin's pages when staff (their groups'
+# permissions and their own). Ticking "Superuser status" made a user an admin with no trace here.
+USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser", "groups", "user_permissions")
 T = TypeVar("T")
 
 
@@ -112,9 +118,18 @@ def _program(argv: list[str]) -> str:
     return program
 
 
+class _Changing(NamedTuple):
+    """A page or command changing users (`changing_users`): who, the command, and the users it
+    changed so far, each with their record before its first change."""
+
+    actor: str
+    command: CommandLine | None
+    changed: dict[Any, tuple[Any, dict[str, Any]]]
+
+
 #: Who is changing users in this thread or task now (a page's signed-in user, a command line),
 #: set by `changing_users`; unset, the user's save or delete names the process.
-_changing: ContextVar[tuple[str, CommandLine | None] | None] = ContextVar("qm_user_changer", default=None)
+_changing: ContextVar[_Changing | None] = ContextVar("qm_user_changer", default=None)
 
 
 @contextmanager
@@ -122,11 +137,19 @@ def changing_users(actor: str, command: CommandLine | None = None) -> Iterator[N
     """Run what follows (a page, or a `manage.py` command, that may create, change, delete a
     user or set their password) in one transaction, as ``actor``: the events the users' saves
     and deletes record (`user_saved`, `user_deleted`, `password_saved`) name them and the
-    command, in the same transaction. A change refused sets nothing and records nothing."""
-    said = _changing.set((actor, command))
+    command, in the same transaction. A user changed several times (a page's columns, then
+    its groups and permissions, saved after) is one `UserChanged` event, recorded at the end,
+    from before the first change to after the last. A change refused sets nothing and records
+    nothing."""
+    changing = _Changing(actor, command, {})
+    said = _changing.set(changing)
     try:
         with transaction.atomic():
             yield
+            for user, before in changing.changed.values():
+                now = type(user)._default_manager.filter(pk=user.pk).first()
+                if now is not None:  # else deleted since, and recorded so
+                    _record_user_change(now, before, changing.actor, changing.command)
     finally:
         _changing.reset(said)
 
@@ -139,11 +162,28 @@ def password_change_recorded(actor: str, change: Callable[[], T], command: Comma
 
 def _origin() -> tuple[str, CommandLine | UnnamedProcess | None]:
     """Who changes a user now: the page or command running (`changing_users`), else the process."""
-    actor, command = _changing.get() or (None, None)
-    if actor is None:
+    changing = _changing.get()
+    if changing is None:
         process = UnnamedProcess()
         return process.actor, process
-    return actor, command
+    return changing.actor, changing.command
+
+
+def _record_user_change(user: Any, before: dict[str, Any], actor: str,
+                        origin: CommandLine | UnnamedProcess | None, why: str = "") -> None:
+    record_config_change(user, "changed", before, actor, why=why + (origin.said if origin else ""),
+                         data=origin.data if origin else None)
+
+
+def _user_changed(user: Any, before: dict[str, Any]) -> None:
+    """``user`` changed from ``before``: recorded now, or at the end of the page or command
+    changing them (`changing_users`), once for all its changes."""
+    changing = _changing.get()
+    if changing is not None:
+        changing.changed.setdefault(user.pk, (user, before))
+        return
+    actor, origin = _origin()
+    _record_user_change(user, before, actor, origin)
 
 
 class StoredUser(NamedTuple):
@@ -174,20 +214,56 @@ def user_saved(user: Any, created: bool, before: StoredUser | None) -> None:
     path saved it, each naming the page or command running (`changing_users`), else the
     process. A save outside a transaction (the shell's autocommit) writes the user, then the
     event."""
-    actor, origin = _origin()
-    why, data = (origin.said, origin.data) if origin else ("", {})
     if created:
-        record_config_change(user, "created", None, actor, why=why, data=data)
+        actor, origin = _origin()
+        record_config_change(user, "created", None, actor, why=origin.said if origin else "",
+                             data=origin.data if origin else None)
         return
     if before is None:
         return
-    record_config_change(user, "changed", before.record, actor, why=why, data=data)
+    if before.record != config_record(user):
+        _user_changed(user, before.record)
     password_saved(user, before.password)
+
+
+def users_access_changing(action: str, instance: Any, reverse: bool, pk_set: Any) -> None:
+    """A user's groups or permissions about to change (m2m_changed's pre_add, pre_remove,
+    pre_clear; ``reverse``: from the group's or permission's side, ``pk_set`` the users): their
+    records as they are, kept on ``instance`` for `users_access_changed`."""
+    if not action.startswith("pre_"):
+        return
+    if not reverse:
+        instance._qm_access_before = {instance.pk: (instance, config_record(instance))}
+        return
+    users = get_user_model()._default_manager.all()
+    users = users.filter(pk__in=pk_set) if pk_set is not None else users.filter(
+        **{_users_of(instance): instance})
+    instance._qm_access_before = {user.pk: (user, config_record(user)) for user in users}
+
+
+def _users_of(instance: Any) -> str:
+    return "groups" if isinstance(instance, Group) else "user_permissions"
+
+
+def users_access_changed(action: str, instance: Any) -> None:
+    """After the change (post_add, post_remove, post_clear): each user whose groups or
+    permissions moved is one `UserChanged` event, whatever changed them (the user's admin page,
+    `bob.groups.add(…)` or `group.user_set.add(…)` in a shell)."""
+    if not action.startswith("post_"):
+        return
+    before = getattr(instance, "_qm_access_before", None) or {}
+    instance._qm_access_before = None
+    for user, record in before.values():
+        if record != config_record(user):
+            _user_changed(user, record)
 
 
 def user_deleted(user: Any) -> None:
     """Before ``user`` is deleted (pre_delete, whatever deletes them: a page, a queryset's
     delete in a shell): one `UserDeleted` event, and one per membership that goes with them."""
+    changing = _changing.get()
+    if changing is not None:
+        changing.changed.pop(user.pk, None)  # the deletion says what they were
     actor, origin = _origin()
     record_config_change(user, "deleted", config_record(user), actor, why=origin.said if origin else "",
                          data=origin.data if origin else None)
@@ -255,8 +331,14 @@ def config_record(obj: models.Model) -> dict[str, Any]:
         if not hasattr(obj, name) and not hasattr(obj, f"{name}_id"):
             continue
         field = obj._meta.get_field(name)
-        if field.many_to_many:  # a team's priority classes: their names, [] for none (every class)
-            record[name] = sorted(str(getattr(r, "name", r)) for r in getattr(obj, name).all()) if obj.pk is not None else []
+        if field.many_to_many:  # a team's priority classes, a user's groups: their names, [] for none
+            if obj.pk is None:
+                record[name] = []
+                continue
+            rows = getattr(obj, name).all()
+            if rows.model is Permission:
+                rows = rows.select_related("content_type")
+            record[name] = sorted(_named(r) for r in rows)
             continue
         value = getattr(obj, name, None) if not field.is_relation else _related(obj, field)
         if isinstance(value, Decimal):
@@ -265,6 +347,12 @@ def config_record(obj: models.Model) -> dict[str, Any]:
             value = value.isoformat().replace("+00:00", "Z")
         record[name] = value
     return record
+
+
+def _named(related: Any) -> str:
+    if isinstance(related, Permission):  # as has_perm names it: "controlplane.change_quota"
+        return f"{related.content_type.app_label}.{related.codename}"
+    return str(getattr(related, "name", related))
 
 
 def _related(obj: models.Model, field: Any) -> str | None:
@@ -321,6 +409,12 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
             record_config_change(membership, "deleted", config_record(membership), actor,
                                  why=f" (user {obj.get_username()} deleted)")  # type: ignore[attr-defined]
+    if verb == "deleted" and isinstance(obj, Group) and obj.pk is not None:
+        # Its members leave it (the many-to-many rows go with it, no signal said): each recorded.
+        for user in get_user_model()._default_manager.filter(groups=obj).order_by("pk"):
+            was = config_record(user)
+            becomes = {**was, "groups": [name for name in was["groups"] if name != obj.name]}
+            record_config_change(user, "changed", was, actor, why=f" (group {obj.name} deleted)", after=becomes)
     if verb == "deleted" and isinstance(obj, GpuType) and obj.pk is not None:
         # PriceRate.gpu_type is CASCADE: the type's prices go with it, each recorded.
         for rate in PriceRate.objects.filter(gpu_type_id=obj.pk).select_related("gpu_type"):
@@ -461,6 +555,7 @@ _WORDS = {
     "default_runtime_limit_s": "default runtime limit", "max_runtime_limit_s": "max runtime limit",
     "gpu_count": "GPUs", "cpus": "CPUs", "memory_gb": "memory GB", "gpu_type": "GPU type",
     "usd_per_gpu_hour": "$ per GPU-hour", "is_active": "active", "is_staff": "staff", "is_superuser": "superuser",
+    "user_permissions": "permissions",
 }
 
 
@@ -480,8 +575,8 @@ def _said(key: str, value: Any) -> str:
         return "empty"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, list):  # a team's priority classes
-        return ", ".join(map(str, value)) or "any"
+    if isinstance(value, list):  # a team's priority classes (none chosen: any), a user's groups
+        return ", ".join(map(str, value)) or ("any" if key == "priority_classes" else "none")
     if key.endswith("_s") and isinstance(value, int):
         return span(value)
     return str(value)

@@ -99,7 +99,8 @@ def test_createsuperuser_records_the_user_created_an_admin_without_the_password(
     assert event.reason == "UserCreated" and event.actor == "manage.py:ops"
     assert event.message == "User root2 created (manage.py createsuperuser, run as OS user ops)"
     after: dict[str, Any] = event.data["after"]
-    assert after == {"id": made.pk, "username": "root2", "is_active": True, "is_staff": True, "is_superuser": True}
+    assert after == {"id": made.pk, "username": "root2", "is_active": True, "is_staff": True, "is_superuser": True,
+                     "groups": [], "user_permissions": []}
     _secrets_absent(event, NEW, made.password)
 
 

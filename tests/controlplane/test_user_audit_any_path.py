@@ -20,6 +20,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
 from django.test import Client
 
@@ -60,7 +61,7 @@ def test_a_user_created_in_a_shell_is_recorded_once_with_the_process_and_no_secr
     assert event.message == f"User carol created (process {pid}, {SAID}"
     assert event.data == {"model": "user", "before": None,
                           "after": {"id": carol.pk, "username": "carol", "is_active": True, "is_staff": False,
-                                    "is_superuser": False},
+                                    "is_superuser": False, "groups": [], "user_permissions": []},
                           "process": "manage.py shell", "os_user": "ops", "pid": pid}
     _secrets_absent(event, SECRET, carol.password, "carol@example.org")
 
@@ -169,3 +170,75 @@ def test_the_admins_add_change_and_delete_still_record_exactly_one_event_each_th
         ("UserChanged", "user:boss", "User carol changed: staff no → yes"),
         ("UserDeleted", "user:boss", "User carol deleted"),
     ]
+
+
+# ----------------------------------------------------------------------------- groups and permissions
+# A staff user may change on the admin's pages what their permissions, their own and their
+# groups', allow ("Can change quota": every team's quota). Until 7 Dec none of it was recorded,
+# on any path: not on the user's page, not on a group's page, not in a shell.
+
+
+def _quota_editors() -> Group:
+    group = Group.objects.create(name="quota-editors")
+    group.permissions.add(Permission.objects.get(codename="change_quota"))
+    return group
+
+
+def test_groups_and_a_permission_given_on_the_users_page_are_one_event_with_the_rest(boss) -> None:
+    bob = f.make_user("bob")
+    editors = _quota_editors()
+    Event.objects.all().delete()
+    path = f"/admin/auth/user/{bob.pk}/change/"
+    form = f.opened_admin_form(boss, path)
+    form.pop("last_login", None)
+    joined = form.pop("date_joined")
+    form["date_joined_0"], form["date_joined_1"] = joined.strftime("%Y-%m-%d"), joined.strftime("%H:%M:%S")
+    form.update(is_staff="on", groups=[editors.pk],
+                user_permissions=[Permission.objects.get(codename="change_pricerate").pk])
+
+    assert boss.post(path, form).status_code == 302
+
+    [event] = _user_events()
+    assert event.actor == "user:boss"
+    assert event.message == ("User bob changed: staff no → yes, groups none → quota-editors, "
+                             "permissions none → controlplane.change_pricerate"), event.message
+    assert event.data["after"]["groups"] == ["quota-editors"]
+    assert get_user_model().objects.get(username="bob").has_perm("controlplane.change_quota")
+
+
+def test_a_group_joined_or_left_in_a_shell_from_either_side_is_recorded(in_a_shell) -> None:
+    bob = f.make_user("bob")
+    editors = _quota_editors()
+    Event.objects.all().delete()
+
+    bob.groups.add(editors)
+    editors.user_set.remove(bob)
+    bob.user_permissions.set([Permission.objects.get(codename="delete_team")])
+
+    assert [(e.actor, e.message.split(" (process")[0]) for e in _user_events()] == [
+        ("process:ops", "User bob changed: groups none → quota-editors"),
+        ("process:ops", "User bob changed: groups quota-editors → none"),
+        ("process:ops", "User bob changed: permissions none → controlplane.delete_team"),
+    ]
+
+
+def test_a_groups_permissions_changed_and_the_group_deleted_on_its_page_are_recorded(boss) -> None:
+    bob = f.make_user("bob")
+    editors = _quota_editors()
+    bob.groups.add(editors)
+    Event.objects.all().delete()
+    path = f"/admin/auth/group/{editors.pk}/change/"
+    form = f.opened_admin_form(boss, path)
+    form["permissions"] = [Permission.objects.get(codename=name).pk for name in ("change_quota", "delete_quota")]
+
+    assert boss.post(path, form).status_code == 302
+    assert boss.post(f"/admin/auth/group/{editors.pk}/delete/", {"post": "yes"}).status_code == 302
+
+    changed, deleted, left = Event.objects.filter(kind=EventKind.CONFIG_CHANGED).order_by("id")
+    assert changed.reason == "GroupChanged" and changed.actor == "user:boss"
+    assert changed.message == ("Group quota-editors changed: permissions controlplane.change_quota → "
+                               "controlplane.change_quota, controlplane.delete_quota"), changed.message
+    assert deleted.reason == "GroupDeleted" and deleted.message == "Group quota-editors deleted"
+    assert left.reason == "UserChanged"
+    assert left.message == "User bob changed: groups quota-editors → none (group quota-editors deleted)"
+    assert not get_user_model().objects.get(username="bob").groups.exists()
