@@ -36,13 +36,14 @@ from controlplane.models import (
     GpuType,
     Membership,
     Node,
+    NotificationHook,
     PriceRate,
     PriorityClass,
     Project,
     Quota,
     Team,
 )
-from controlplane.services import cohorts, nodes, quotas
+from controlplane.services import cohorts, nodes, notifications, quotas
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
 
@@ -405,10 +406,12 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     if verb == "deleted" and isinstance(obj, Team) and obj.pk is not None:
         _record_team_cascade(obj, actor)
     if verb == "deleted" and _is_user(obj) and obj.pk is not None:
-        # Membership.user is CASCADE: the user's roles go with them, each recorded.
+        # Membership.user and NotificationHook.user are CASCADE: the user's roles and hooks go
+        # with them, each recorded.
+        gone = f" (user {obj.get_username()} deleted)"  # type: ignore[attr-defined]
         for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
-            record_config_change(membership, "deleted", config_record(membership), actor,
-                                 why=f" (user {obj.get_username()} deleted)")  # type: ignore[attr-defined]
+            record_config_change(membership, "deleted", config_record(membership), actor, why=gone)
+        notifications.deleted_with_owner(NotificationHook.objects.filter(user_id=obj.pk), actor, gone)
     if verb == "deleted" and isinstance(obj, Group) and obj.pk is not None:
         # Its members leave it (the many-to-many rows go with it, no signal said): each recorded.
         for user in get_user_model()._default_manager.filter(groups=obj).order_by("pk"):
@@ -469,7 +472,7 @@ def deletion_refused(obj: models.Model) -> str | None:
 
 
 def _record_team_cascade(team: Team, actor: str) -> None:
-    """A team's quotas, projects and memberships go with it (CASCADE), and it leaves its cohort:
+    """A team's quotas, projects, memberships and hooks go with it (CASCADE), and it leaves its cohort:
     each is recorded as if deleted on its own, so no trail is left believing they remain."""
     why = f" (team {team.name} deleted)"
     for quota in Quota.objects.filter(team_id=team.pk).select_related("team", "gpu_type"):
@@ -477,6 +480,7 @@ def _record_team_cascade(team: Team, actor: str) -> None:
     for row in [*Project.objects.filter(team_id=team.pk).select_related("team"),
                 *Membership.objects.filter(team_id=team.pk).select_related("team", "user")]:
         record_config_change(row, "deleted", config_record(row), actor, why=why)
+    notifications.deleted_with_owner(NotificationHook.objects.filter(team_id=team.pk), actor, why)
     cohort = cohorts.cohort_of(team.pk)
     if cohort is not None:
         cohorts.record_move(team, cohort, None, actor, why)
@@ -515,8 +519,8 @@ def deleted_with(obj: models.Model) -> list[str]:
     """Everything deleting ``obj`` changes beyond it, one line each, read before it is deleted:
     what the API's DELETE answers (the admin's confirmation page lists the same: the rows that
     go with it, and :func:`deletion_consequences`). A cohort's teams leave it
-    (services/cohorts.py); a team's quotas, projects and memberships go with it and it leaves its
-    cohort; a GPU type's prices go with it; a priority class's teams lose their default."""
+    (services/cohorts.py); a team's quotas, projects, memberships and notification hooks go with it and
+    it leaves its cohort; a GPU type's prices go with it; a priority class's teams lose their default."""
     if isinstance(obj, Cohort):
         return cohorts.leaving_teams(obj)
     if isinstance(obj, Team):
@@ -527,6 +531,7 @@ def deleted_with(obj: models.Model) -> list[str]:
         lines += [f"{user} is no longer a member of {obj.name} (was {role})" for user, role in
                   Membership.objects.filter(team_id=obj.pk).order_by("user__username")
                   .values_list("user__username", "role")]
+        lines += notifications.hooks_gone_lines(NotificationHook.objects.filter(team_id=obj.pk))
         cohort = cohorts.cohort_of(obj.pk)
         if cohort is not None:
             lines.append(f"It leaves cohort {cohort}: it no longer lends or borrows")

@@ -1073,10 +1073,11 @@ def _hook_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def record_hook_change(hook: NotificationHook, verb: str, before: dict[str, Any] | None, actor: str, *,
-                       secret: str = "") -> Event | None:
+                       secret: str = "", why: str = "") -> Event | None:
     """Record a hook `created`, `changed` or `deleted` (call it before deleting, with `before`
     from `hook_record`) in the caller's transaction. `secret`: "generated" or "given" when the
-    signing secret was replaced. Nothing for a change that changed nothing."""
+    signing secret was replaced. `why`: what deleted it, when not its own deletion ("(user bob
+    deleted)": services/config_audit.py). Nothing for a change that changed nothing."""
     from controlplane.models import Event
     from controlplane.services.transitions import event_fields
 
@@ -1088,7 +1089,8 @@ def record_hook_change(hook: NotificationHook, verb: str, before: dict[str, Any]
             "" if after["active"] else " (paused)")
     elif verb == "deleted":
         assert before is not None
-        message = f"{label} deleted (it sent {', '.join(before['events'])} of {_whose(before)} to {before['url']})"
+        message = (f"{label} deleted (it sent {', '.join(before['events'])} of {_whose(before)} to {before['url']})"
+                   f"{why}")
     else:
         assert before is not None and after is not None
         said = _hook_changes(before, after)
@@ -1161,6 +1163,20 @@ def change_hook(hook: NotificationHook, changes: dict[str, Any], *, actor: str) 
 def rotate_secret(hook: NotificationHook, *, actor: str) -> NotificationHook:
     """A new random signing secret for the hook, recorded (the old one stops at once)."""
     return change_hook(hook, {"secret": None}, actor=actor)
+
+
+def deleted_with_owner(hooks: Any, actor: str, why: str) -> None:
+    """Record each of ``hooks`` (a queryset), about to be deleted with its user or team (CASCADE):
+    the trail would otherwise still read them as sending."""
+    for hook in hooks.select_related("user", "team").order_by("pk"):
+        record_hook_change(hook, "deleted", hook_record(hook), actor, why=why)
+
+
+def hooks_gone_lines(hooks: Any) -> list[str]:
+    """One line per hook of ``hooks`` that goes with its user or team, for what a DELETE answers."""
+    return [f"Notification hook {hook.pk} of {record['user']}, which sent {', '.join(record['events'])} of "
+            f"{_whose(record)} to {record['url']}, is deleted"
+            for hook in hooks.select_related("user", "team").order_by("pk") if (record := hook_record(hook))]
 
 
 def delete_hook(hook: NotificationHook, *, actor: str) -> bool:
