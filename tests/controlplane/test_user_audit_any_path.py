@@ -25,6 +25,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from controlplane.choices import EventKind
+from controlplane.demo_fleet import seed_demo_fleet
 from controlplane.models import Event, Membership, Team
 from tests.controlplane import factories as f
 
@@ -139,6 +140,13 @@ def test_createsuperuser_still_records_exactly_one_event_its_own(monkeypatch: py
     assert event.actor == "manage.py:ops"
     assert event.message == "User root2 created (manage.py createsuperuser, run as OS user ops)"
     assert event.data["command"] == "manage.py createsuperuser" and event.data["os_user"] == "ops"
+
+
+def test_the_demo_seeds_users_in_its_own_name(in_a_shell) -> None:
+    seed_demo_fleet(with_nodes=False)
+
+    assert sorted((e.actor, e.message) for e in _user_events()) == [
+        ("demo", f"User {name} created") for name in ("admin", "alice", "bob", "finn")]
 
 
 @pytest.fixture
