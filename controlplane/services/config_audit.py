@@ -43,7 +43,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
-from controlplane.services import cohorts, nodes, notifications, quotas
+from controlplane.services import cohorts, maintenance, nodes, notifications, quotas
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
 
@@ -412,6 +412,8 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
             record_config_change(membership, "deleted", config_record(membership), actor, why=gone)
         notifications.deleted_with_owner(NotificationHook.objects.filter(user_id=obj.pk), actor, gone)
+    if verb == "deleted" and isinstance(obj, Node) and obj.pk is not None:
+        maintenance.node_deleted(obj, actor)  # its windows lose it, each recorded
     if verb == "deleted" and isinstance(obj, Group) and obj.pk is not None:
         # Its members leave it (the many-to-many rows go with it, no signal said): each recorded.
         for user in get_user_model()._default_manager.filter(groups=obj).order_by("pk"):
@@ -489,7 +491,9 @@ def _record_team_cascade(team: Team, actor: str) -> None:
 def deletion_consequences(obj: models.Model) -> list[str]:
     """What deleting ``obj`` does to the records that point at it without being deleted, one
     line each (the admin's confirmation page): a priority class that is a team's default; a
-    quota whose team's running jobs hold GPUs of its type."""
+    quota whose team's running jobs hold GPUs of its type; a node's maintenance windows."""
+    if isinstance(obj, Node):
+        return maintenance.windows_left(obj)
     if isinstance(obj, Quota):
         held = quotas.held_gpus(obj)
         if not held:
@@ -520,7 +524,8 @@ def deleted_with(obj: models.Model) -> list[str]:
     what the API's DELETE answers (the admin's confirmation page lists the same: the rows that
     go with it, and :func:`deletion_consequences`). A cohort's teams leave it
     (services/cohorts.py); a team's quotas, projects, memberships and notification hooks go with it and
-    it leaves its cohort; a GPU type's prices go with it; a priority class's teams lose their default."""
+    it leaves its cohort; a GPU type's prices go with it; a node leaves its maintenance windows; a priority class's teams lose
+    their default."""
     if isinstance(obj, Cohort):
         return cohorts.leaving_teams(obj)
     if isinstance(obj, Team):

@@ -355,11 +355,11 @@ def _changes_said(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def _record(window: MaintenanceWindow, verb: str, before: dict[str, Any] | None, after: dict[str, Any],
-            actor: str, at: datetime) -> list[Event]:
+            actor: str, at: datetime, why: str = "") -> list[Event]:
     """One `config.changed` event for the window (reason MaintenanceWindowCreated, ...Changed or
     ...Cancelled, with the record before and after), and one on each node it concerns (added,
     kept, or removed by the change): the node's page lists them. Nothing for a change that
-    changed nothing."""
+    changed nothing. ``why``: what changed it, when not a change of the window itself."""
     label = f"Maintenance window {window.pk}"
     if verb == "created":
         message = f"{label} created: {_nodes_said(after['nodes'])} {_times_said(after)}: {after['reason']}"
@@ -370,7 +370,7 @@ def _record(window: MaintenanceWindow, verb: str, before: dict[str, Any] | None,
         said = _changes_said(before, after)
         if not said:
             return []
-        message = f"{label} changed: {'; '.join(said)}"
+        message = f"{label} changed: {'; '.join(said)}{why}"
     who = actor_name(actor)
     rows = [Event(**event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"MaintenanceWindow{verb.title()}", message=message, at=at,
@@ -397,6 +397,27 @@ def _record(window: MaintenanceWindow, verb: str, before: dict[str, Any] | None,
         fields["node_id"] = ids[name]
         rows.append(Event(**fields))
     return Event.objects.bulk_create(rows)
+
+
+def node_deleted(node: Node, actor: str) -> None:
+    """Before ``node`` is deleted (services/config_audit.py): each window it is in loses it, the
+    many-to-many rows going with the node and no signal saying so; recorded as the window's
+    change "(node h100-0 deleted)", so the trail no longer reads the window as covering it."""
+    at = timezone.now()
+    for window in MaintenanceWindow.objects.filter(nodes=node).prefetch_related("nodes").order_by("pk"):
+        before = window_record(window)
+        after = {**before, "nodes": [name for name in before["nodes"] if name != node.name]}
+        _record(window, "changed", before, after, actor, at, why=f" (node {node.name} deleted)")
+
+
+def windows_left(node: Node) -> list[str]:
+    """One line per window ``node`` is in, for what deleting it answers."""
+    lines = []
+    for window in MaintenanceWindow.objects.filter(nodes=node).prefetch_related("nodes").order_by("pk"):
+        rest = sorted(n.name for n in window.nodes.all() if n.pk != node.pk)
+        lines.append(f"It leaves maintenance window {window.pk} ({window.reason}), which "
+                     + (f"keeps {_nodes_said(rest)}" if rest else "then covers no node"))
+    return lines
 
 
 # ------------------------------------------------------------------------------ writing

@@ -1,4 +1,5 @@
-"""A notification hook deleted with its user or its team is in the audit trail.
+"""What goes with a deleted user, team or node is in the audit trail: their notification hooks,
+a node's place in maintenance windows.
 
 Found 7 Dec: a hook is deleted with its owner (NotificationHook.user and .team are CASCADE).
 Deleting a user on the admin's page, or a team through the API or the admin, recorded the user,
@@ -73,3 +74,55 @@ def test_a_teams_hooks_deleted_with_it_through_the_api_are_recorded_and_answered
     [event] = _hook_deletions()
     assert event.actor == "user:root" and event.message.endswith("(team tmpteam deleted)"), event.message
     assert not NotificationHook.objects.exists()
+
+
+# ----------------------------------------------------------------------------- a node's windows
+# A maintenance window's nodes are a many-to-many list: a node deleted left every window it was
+# in without a word (the window's `MaintenanceWindowCreated` still named it, and a window of that
+# node alone now covered nothing).
+
+
+def test_a_node_deleted_through_the_api_leaves_its_maintenance_windows_on_record(fleet) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.services import maintenance
+
+    root = fleet.users["admin"]
+    window = maintenance.create(root, nodes=["h100-0", "h100-1"], start_at=timezone.now() + timedelta(hours=1),
+                                duration_s=3600, reason="firmware")
+    Event.objects.all().delete()
+    node = fleet.nodes[0]
+    assert node.name == "h100-0"
+
+    r = client_for(fleet, "admin").delete(f"{J}/nodes/{node.pk}/")
+
+    assert r.status_code == 200, r.content
+    assert r.json()["consequences"] == [f"It leaves maintenance window {window.pk} (firmware), which keeps h100-1"]
+    [changed] = Event.objects.filter(reason="MaintenanceWindowChanged")
+    assert changed.actor == "user:root"
+    assert changed.message == f"Maintenance window {window.pk} changed: nodes removed: h100-0 (node h100-0 deleted)"
+    assert changed.data["after"]["nodes"] == ["h100-1"]
+    assert list(window.nodes.values_list("name", flat=True)) == ["h100-1"]
+
+
+def test_the_admins_node_delete_says_and_records_the_same(fleet) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.services import maintenance
+
+    window = maintenance.create(fleet.users["admin"], nodes=["h100-0"], start_at=timezone.now() + timedelta(hours=1),
+                                duration_s=3600, reason="firmware")
+    f.make_user("boss", superuser=True)
+    boss = Client()
+    assert boss.login(username="boss", password="boss")
+    path = f"/admin/controlplane/node/{fleet.nodes[0].pk}/delete/"
+
+    assert f"It leaves maintenance window {window.pk} (firmware), which then covers no node" in boss.get(path).content.decode()
+    assert boss.post(path, {"post": "yes"}).status_code == 302
+
+    [changed] = Event.objects.filter(reason="MaintenanceWindowChanged")
+    assert changed.actor == "user:boss" and changed.message.endswith("nodes removed: h100-0 (node h100-0 deleted)")
