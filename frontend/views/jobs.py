@@ -321,9 +321,9 @@ def _refusal(detail: str, errors: dict[str, list[str]], status: int = 400) -> Js
 
 
 def _verdict(runs: bool, detail: str, errors: dict[str, list[str]] | None = None, tasks: int = 1,
-             never_under_quota: str | None = None) -> JsonResponse:
+             never_under_quota: str | None = None, never_runs: str | None = None) -> JsonResponse:
     return JsonResponse({"runs": runs, "detail": detail, "errors": errors or {}, "tasks": tasks,
-                         "never_under_quota": never_under_quota})
+                         "never_under_quota": never_under_quota, "never_runs": never_runs})
 
 
 @login_required
@@ -356,7 +356,10 @@ def check_json(request: HttpRequest) -> JsonResponse:
         errors = flatten(said)
     tasks = len(judged.array_indices) if judged is not None and judged.array_indices is not None else 1
     if errors or req is None:
-        return _verdict(False, _faults(errors, judged.never_runs if judged is not None else None), errors, tasks)
+        # `never_runs`: the field whose shape this fleet can never run, which the page's sentence
+        # (in the form's labels) says first, as `detail` does in the API's field names.
+        never_runs = judged.never_runs if judged is not None and judged.never_runs in errors else None
+        return _verdict(False, _faults(errors, never_runs), errors, tasks, never_runs=never_runs)
     what = f"{req.gpus} GPU{'s' if req.gpus != 1 else ''}" + (
         f", {req.gpus_per_node} per node" if req.gpus_per_node else "")
     if req.gpu_types:

@@ -26,14 +26,15 @@ def test_researcher_changes_a_waiting_job_through_the_form_after_a_refused_value
     page.evaluate("window.__notReloaded = true")
     expect(page.locator("#change-job [data-field=runtime_limit_s]")).to_have_value("4")
 
-    # Beyond the class's maximum: the server's words next to the field, nothing changed.
+    # Beyond the class's maximum: the server's words next to the field, in the field's hours,
+    # nothing changed.
     page.fill("#change-job [data-field=runtime_limit_s]", "200")
     page.fill("#change-job [data-field=gpus]", "16")
     page.click("#change-job button[type=submit]")
 
     error = page.locator("#change-job [data-error-for=runtime_limit_s]")
-    expect(error).to_contain_text("720000 s (8.3 days) is beyond the maximum of priority class 'research'",
-                                  timeout=ANSWER_TIMEOUT_MS)
+    expect(error).to_have_text("200 h is beyond the maximum of priority class 'research' (168 h)",
+                               timeout=ANSWER_TIMEOUT_MS)
     expect(page.locator("#change-job [data-field=runtime_limit_s]")).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#change-result")).to_have_class("verdict error")
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)

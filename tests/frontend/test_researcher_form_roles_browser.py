@@ -111,7 +111,7 @@ def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -
     expect(members).to_have_attribute("aria-invalid", "true")
     # Only that field: the first role and the second role's other fields carry no error.
     expect(page.locator("[data-error-for]:visible")).to_have_count(1)
-    expect(page.locator("[data-verdict]")).to_contain_text("roles.1.count")
+    expect(page.locator("[data-verdict]")).to_contain_text("Role 2, Members: ")  # its label, not "roles.1.count"
     # The API, asked the same, names the same field with the same words.
     body = {"name": "bad-gang", "gpus": 8, "roles": [{"name": "learner", "count": 1, "gpus_per_member": 8},
                                                       {"name": "rollout", "count": 0, "gpus_per_member": 1}]}
@@ -123,7 +123,7 @@ def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -
 
     # Submitted anyway, the API's refusal lands on the same field; nothing is stored.
     page.click("#submit-job button[type=submit]")
-    expect(page.locator("[data-verdict]")).to_contain_text("roles.1.count", timeout=ANSWER_TIMEOUT_MS)
+    expect(page.locator("[data-verdict]")).to_contain_text("Role 2, Members: ", timeout=ANSWER_TIMEOUT_MS)
     expect(error).to_have_text(" ".join(answer["data"]["errors"]["roles.1.count"]))
     assert not Job.objects.filter(name="bad-gang").exists()
 

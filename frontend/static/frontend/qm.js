@@ -1277,31 +1277,56 @@
     });
   }
 
-  /* A field typed in hours or minutes that the API bounds in seconds: its bare bound
-     ("Ensure this value is greater than or equal to 1.") says its unit and the field's, so
-     0 hours refused does not read as "at least one hour". Other words are left as they are. */
-  var FIELD_UNITS = { hours: [3600, "hours"], minutes: [60, "minutes"] };
+  /* A field typed in hours or minutes that the API takes in seconds: the API's words on it say
+     each amount in the field's unit. Its bare bound ("Ensure this value is greater than or equal
+     to 1.") and every "N s" become hours or minutes ("200 h"; one not whole to three figures
+     keeps its seconds: "0.000278 h (1 s)"); the days the API adds after an amount ("720000 s
+     (8.3 days)", "(604800 s), which is 7 days") go, the field's unit saying it. Under *Runtime
+     limit (hours)* it said "720000 s (8.3 days) is beyond the maximum … (604800 s)" of 200 hours
+     typed. Other words are left as they are. */
+  var FIELD_UNITS = { hours: [3600, "h", "hours"], minutes: [60, "min", "minutes"] };
 
-  function inFieldUnit(input, text, once) {
-    var unit = input && FIELD_UNITS[input.dataset.kind];
-    if (!unit) return text;
-    return text.replace(once ? /(than or equal to )(-?\d+)\./ : /(than or equal to )(-?\d+)\./g, function (all, words, n) {
-      return words + n + " s (" + Number((Number(n) / unit[0]).toPrecision(3)) + " " + unit[1] + ").";
-    });
+  function inUnit(seconds, unit) {
+    var n = Number(seconds);
+    var amount = Number((n / unit[0]).toPrecision(3));
+    return amount + " " + unit[1] + (amount * unit[0] === n ? "" : " (" + n + " s)");
   }
 
-  /* The form's sentence under the fields ("Fix the fields marked: runtime_limit_s: Ensure this
-     value is greater than or equal to 1.") says a bound in seconds as the field does, in its
-     unit too: it read "at least 1" beside an hours field that said "1 s (0.000278 hours)". */
-  function verdictInFieldUnits(form, errors, text) {
-    Object.keys(errors || {}).forEach(function (key) {
-      var input = form.querySelector('[data-field="' + key + '"]');
-      var said = [].concat(errors[key]).join(" ");
-      if (!input || inFieldUnit(input, said) === said) return;
-      var at = text.indexOf(key + ": ");
-      if (at >= 0) text = text.slice(0, at) + inFieldUnit(input, text.slice(at), true);
-    });
-    return text;
+  function inFieldUnit(input, text) {
+    var unit = input && FIELD_UNITS[input.dataset.kind];
+    if (!unit) return text;
+    var said = function (all, n) { return inUnit(n, unit); };
+    return text
+      .replace(/\((\d+) s\), which is [\d.,]+ ?[a-z]+/g, function (all, n) { return "(" + inUnit(n, unit) + ")"; })
+      .replace(/\b(\d+) s \([\d.,]+ ?[a-z]+\)/g, said)
+      .replace(/\b(\d+) s\b/g, said)
+      .replace(/(than or equal to )(-?\d+)\./g, function (all, words, n) { return words + inUnit(n, unit) + "."; })
+      .replace(/\bin seconds\b/g, "in " + unit[2]);
+  }
+
+  /* A field's name as the form labels it (the words of its <label>, not its hint; a field typed
+     in a unit without its "(hours)", which its amounts now say; a role's field with its row:
+     "Role 2, Members"), or the legend of the fieldset of a slot with no field of its own. */
+  function ownWords(el) {
+    return Array.prototype.filter.call(el.childNodes, function (n) { return n.nodeType === 3; })
+      .map(function (n) { return n.textContent; }).join(" ").replace(/\s+/g, " ").trim();
+  }
+
+  function fieldLabel(input, slot) {
+    var label = input && input.closest("label");
+    var words = "";
+    if (label) {
+      words = ownWords(label);
+      if (FIELD_UNITS[input.dataset.kind] || input.dataset.kind in UNIT_SECONDS) words = words.replace(/\s*\([^()]*\)$/, "");
+    }
+    var row = slot.closest("[data-role-row]");
+    var rowName = row ? row.querySelector("[data-role-legend]").textContent.trim() : "";
+    if (!words) {
+      var fieldset = slot.closest("fieldset");
+      var legend = fieldset && fieldset.querySelector("legend");
+      return legend ? legend.textContent.trim() : "";
+    }
+    return rowName ? rowName + ", " + words : words;
   }
 
   /* The field's error is its description: a screen reader on the field hears why it is refused,
@@ -1313,10 +1338,14 @@
     if (ids.indexOf(slot.id) < 0) input.setAttribute("aria-describedby", ids.concat([slot.id]).join(" "));
   }
 
-  function showErrors(form, errors) {
+  /* The API's errors on the form: each on its field's slot, in the field's unit. Returns what it
+     said where: `placed`, one {key, label, text} a slot, in the form's order; `unplaced`, the
+     errors no slot shows ("field: why", or the why alone of one about no field). */
+  function placeErrors(form, errors) {
     form.querySelectorAll("[data-error-for]").forEach(function (el) { el.textContent = ""; el.hidden = true; });
     form.querySelectorAll("[data-field], [data-path]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
     var unplaced = [];
+    var fieldOf = {};
     Object.keys(errors || {}).forEach(function (field) {
       // The nearest slot: `roles.1.count` on its row's field, `gpu_types.0` on gpu_types.
       var parts = field.split(".");
@@ -1330,6 +1359,7 @@
       var text = [].concat(errors[field]).join(" ");
       if (slot) {
         var input = form.querySelector('[data-field="' + key + '"], [data-path="' + key + '"]');
+        fieldOf[key] = input;
         text = inFieldUnit(input, text);
         slot.textContent = slot.textContent ? slot.textContent + " " + text : text;
         slot.hidden = false;
@@ -1338,13 +1368,46 @@
           describedBy(input, slot);
         }
       } else {
-        unplaced.push(field + ": " + text);
+        unplaced.push(field === "non_field_errors" ? text : field + ": " + text);
       }
     });
-    return unplaced;
+    var placed = [];
+    form.querySelectorAll("[data-error-for]").forEach(function (slot) {
+      var key = slot.dataset.errorFor;
+      if (slot.hidden || !(key in fieldOf)) return;
+      placed.push({ key: key, label: fieldLabel(fieldOf[key], slot), text: slot.textContent });
+    });
+    return { placed: placed, unplaced: unplaced };
+  }
+
+  function showErrors(form, errors) {
+    return placeErrors(form, errors).unplaced;
   }
 
   QM.showErrors = showErrors;  // (the Nodes page's maintenance form too)
+
+  /* The sentence under a form the API refused, in the form's words: each field marked by its
+     label with the words on it ("Fix the fields marked: Runtime limit: 200 h is beyond …;
+     Runs after: no job 99999 you can see."), the field whose shape this fleet can never run
+     first (`neverRuns`, the live check's), then what no field shows. It repeated the API's
+     sentence, which names its fields ("runtime_limit_s: …", "dependencies.1.job: …") and
+     says seconds. With nothing marked, the API's own sentence (`fallback`). */
+  function refusalSentence(said, fallback, neverRuns) {
+    var clause = function (p) { return (p.label ? p.label + ": " : "") + p.text.replace(/\.$/, ""); };
+    var first = null;
+    var rest = said.placed.filter(function (p) {
+      if (!first && neverRuns && (p.key === neverRuns || neverRuns.indexOf(p.key + ".") === 0)) { first = p; return false; }
+      return true;
+    });
+    var unplaced = said.unplaced.length ? " " + said.unplaced.join(" ") : "";
+    if (!said.placed.length) return (fallback || "") + unplaced;
+    var others = rest.map(clause).join("; ");
+    if (first) {
+      return "This job can never run on this fleet: " + first.text.replace(/\.$/, "") + "." +
+        (others ? " Fix the other fields marked too: " + others + "." : "") + unplaced;
+    }
+    return "Fix the fields marked: " + others + "." + unplaced;
+  }
 
   function bindSubmitForm(form) {
     var verdict = form.querySelector("[data-verdict]");
@@ -1365,15 +1428,14 @@
       }
       QM.api("POST", checkUrl, body).then(function (result) {
         if (mine !== seq) return;  // a newer keystroke's answer will come
-        var unplaced = showErrors(form, result.data.errors || {});
+        var said = placeErrors(form, result.data.errors || {});
         if (result.ok && result.data.runs) {
           // Taken, but its team's quotas could never admit it: not the green of a job that runs.
           verdict.className = result.data.never_under_quota ? "verdict warn" : "verdict ok";
           verdict.textContent = result.data.detail;
         } else {
           verdict.className = "verdict error";
-          verdict.textContent = verdictInFieldUnits(form, result.data.errors, result.data.detail) +
-            (unplaced.length ? " " + unplaced.join(" ") : "");
+          verdict.textContent = refusalSentence(said, result.data.detail, result.data.never_runs);
         }
       });
     }
@@ -1452,11 +1514,9 @@
           window.location.href = isArray ? "/jobs/?array_id=" + result.data.array_id : "/jobs/" + result.data.id + "/";
           return;
         }
-        var unplaced = showErrors(form, result.data.errors || {});
         verdict.className = "verdict error";
-        verdict.textContent = verdictInFieldUnits(form, result.data.errors,
-          result.data.detail || "The API refused the job (HTTP " + result.status + ").") +
-          (unplaced.length ? " " + unplaced.join(" ") : "");
+        verdict.textContent = refusalSentence(placeErrors(form, result.data.errors || {}),
+          result.data.detail || "The API refused the job (HTTP " + result.status + ").");
         button.disabled = false;
       }).catch(function (error) {
         verdict.className = "verdict error";
@@ -1547,11 +1607,9 @@
           if (result.data.job) show(result.data.job, result.data.changes);
           return QM.poll();
         }
-        var unplaced = showErrors(form, result.data.errors || {});
         verdict.className = "verdict error";
-        verdict.textContent = verdictInFieldUnits(form, result.data.errors,
-          result.data.detail || "Refused (HTTP " + result.status + ").") +
-          (unplaced.length ? " " + unplaced.join(" ") : "");
+        verdict.textContent = refusalSentence(placeErrors(form, result.data.errors || {}),
+          result.data.detail || "Refused (HTTP " + result.status + ").");
       }).catch(function (error) {
         verdict.className = "verdict error";
         verdict.textContent = "Could not reach the API: " + error.message;
