@@ -213,7 +213,7 @@ def _array_summary(jobs: QuerySet[Job], array_id: str) -> dict[str, Any]:
     released, which "Pending 8" alone did not say). Two queries, three when one stops."""
     tasks = jobs.filter(array_id=array_id)
     return {"array_states": label_totals(tasks),
-            "array_held": tasks.filter(state=JobState.PENDING).exclude(hold="").count()}
+            "array_held": holds.held_waiting(tasks)}  # the API's `held`
 
 
 def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None:

@@ -381,6 +381,10 @@ class JobArraySerializer(serializers.Serializer):
         help_text="Tasks per state_label: the states, a stopping task counted by why it stops "
                   "('stopping: cancelled', 'preempting', ...).",
     )
+    held = serializers.IntegerField(
+        help_text="How many of its pending tasks are held (out of the queue until released); they are among "
+                  "`pending` in `states` and `state_labels`.",
+    )
     job_ids = serializers.ListField(child=serializers.IntegerField(), help_text="Job ids in index order.")
     indices = serializers.ListField(child=serializers.IntegerField())
     array_task_limit = serializers.IntegerField(

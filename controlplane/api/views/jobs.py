@@ -524,6 +524,7 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
             "array_id": rows[0][5], "name": rows[0][3], "team": rows[0][4], "count": len(rows),
             "states": states, "state_labels": {label: n for _, label, n in totals_by_label(states, reasons)},
             "job_ids": [r[0] for r in rows], "indices": [r[1] for r in rows], "array_task_limit": rows[0][6],
+            "held": holds.held_waiting(jobs),
         }
 
     @extend_schema(request=JobArraySubmitSerializer, responses={201: JobArraySerializer, 200: JobArraySerializer},
@@ -543,6 +544,9 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
             "count": len(result.job_ids), "states": states,
             "state_labels": {label: n for _, label, n in totals},
             "job_ids": result.job_ids, "indices": result.indices, "array_task_limit": result.job.array_task_limit,
+            # created held (`hold`), every task waits held; a replay counts them as they are now
+            "held": (holds.held_waiting(Job.objects.filter(array_id=result.array_id)) if result.replayed
+                     else len(result.job_ids) if result.job.hold else 0),
         }
         return Response(
             body,
