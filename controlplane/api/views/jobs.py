@@ -188,7 +188,8 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         was = job.state
         job.refresh_from_db()
         if job.state == JobState.CANCELLED:
-            detail = f"Job {job.pk} cancelled." + self._cancelled_with(request, job)
+            gone = dependencies.cancelled_with({job.pk: job.finished_at}) if job.finished_at else []
+            detail = f"Job {job.pk} cancelled." + taken_with(request, gone, "it", "it")
         elif was == JobState.PREEMPTING:
             stop = self._stop(job)
             by = (f" by {utc_second(stop.release_deadline)}"
@@ -199,19 +200,6 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             detail = f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
         return Response({"job": job_payload(job), "detail": detail})
 
-    @staticmethod
-    def _cancelled_with(request: Request, job: Job) -> str:
-        """The jobs the cancel took with it (waiting on it, their dependency never to be met
-        now, and theirs down the chain), named: the cancel's one answer about them, which a
-        researcher who cancelled one job would otherwise not hear of. "" for none."""
-        gone = dependencies.cancelled_with(job.pk, job.finished_at) if job.finished_at else []
-        if not gone:
-            return ""
-        viewer = access.access_of(request.user)
-        listed = dependencies.jobs_named([(pk, name if viewer.may_read_team(team) else None, index)
-                                          for pk, name, index, team in gone])
-        return (f" With it {counted(len(gone), 'job')} that waited on it {'was' if len(gone) == 1 else 'were'} "
-                f"cancelled, {'its' if len(gone) == 1 else 'their'} dependency never to be met now: {listed}.")
 
     @extend_schema(request=JobUpdateSerializer, responses={200: JobChangeSerializer})
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
@@ -455,6 +443,21 @@ def stop_of(job: Job) -> Allocation | None:
     return job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
 
 
+def taken_with(request: Request, gone: list[tuple[int, str, int | None, int]], cancelled: str, on: str) -> str:
+    """The jobs a cancel took with it (`gone`: dependencies.cancelled_with, waiting on what was
+    cancelled, their dependency never to be met now, and theirs down the chain), named as the
+    reader may see them: the cancel's one answer about them, which a researcher who cancelled a
+    job, or a whole array, would otherwise not hear of. `cancelled`: "it" (a job) or "them" (an
+    array's tasks); `on`: what they waited on ("it", "its tasks"). "" for none."""
+    if not gone:
+        return ""
+    viewer = access.access_of(request.user)
+    listed = dependencies.jobs_named([(pk, name if viewer.may_read_team(team) else None, index)
+                                      for pk, name, index, team in gone])
+    return (f" With {cancelled} {counted(len(gone), 'job')} that waited on {on} {'was' if len(gone) == 1 else 'were'} "
+            f"cancelled, {'its' if len(gone) == 1 else 'their'} dependency never to be met now: {listed}.")
+
+
 def cancel_refusal(job: Job) -> str | None:
     """Why a cancel of this job would be refused (409), or None when it may be cancelled: a job
     stopped to be requeued (preempted, resized) may, its stop then ends it cancelled."""
@@ -676,10 +679,15 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
                 done.append(job.pk)
             else:
                 skipped += 1
-        cancelled = Job.objects.filter(pk__in=done, state=JobState.CANCELLED).count() if done else 0
+        ended = dict(Job.objects.filter(pk__in=done, state=JobState.CANCELLED).values_list("pk", "finished_at")
+                     ) if done else {}
+        cancelled = len(ended)
         stopping = len(done) - cancelled
         summary = self._summary(tasks)
+        # the jobs that waited on its tasks, cancelled with them, named as a single job's cancel names them
+        gone = dependencies.cancelled_with({pk: at for pk, at in ended.items() if at is not None})
         detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): {cancelled} cancelled, "
-                  f"{stopping} stopping" + (f", {skipped} already finished or stopping" if skipped else "") + ".")
+                  f"{stopping} stopping" + (f", {skipped} already finished or stopping" if skipped else "") + "."
+                  + taken_with(request, gone, "them", "its tasks"))
         return Response({**summary, "cancelled": cancelled, "stopping": stopping, "skipped": skipped,
                          "detail": detail})

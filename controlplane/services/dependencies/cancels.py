@@ -5,6 +5,7 @@ a chain, of the job whose end began it."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -92,13 +93,23 @@ def _cancel_events(job_id: int, team_id: int, change: Change, condition: str, al
     ]
 
 
-def cancelled_with(job_id: int, at: datetime) -> list[tuple[int, str, int | None, int]]:
-    """The jobs a cancel of `job_id` at `at` cancelled down its chain (their dependency never
-    to be met now): (id, name, array index, team id), by id. Read from their own `job.cancelled`
-    events, which name the job whose end began the chain (`data.upstream` for its direct
-    dependents, `data.because_job` further down) and the instant, so a cascade of an earlier end
-    of the same job (it was requeued since) is not counted. One query."""
-    events = Event.objects.filter(kind=EventKind.JOB_CANCELLED, reason=NEVER_SATISFIED, created_at=at).filter(
-        Q(data__upstream=job_id, data__because_job__isnull=True) | Q(data__because_job=job_id))
-    return list(Job.objects.filter(pk__in=events.values("job_id")).order_by("pk")
+def cancelled_with(ends: Mapping[int, datetime]) -> list[tuple[int, str, int | None, int]]:
+    """The jobs the cancels of `ends` (a job's id → the instant it was cancelled: one job, or an
+    array's tasks) cancelled down their chains (their dependency never to be met now): (id,
+    name, array index, team id), by id, the cancelled jobs themselves left out. Read from their
+    own `job.cancelled` events, which name the job whose end began the chain (`data.upstream`
+    for its direct dependents, `data.because_job` further down) and the instant, so a cascade of
+    an earlier end of the same job (it was requeued since) is not counted. One query, with a
+    clause per instant (an array's waiting tasks are cancelled at one)."""
+    by_instant: dict[datetime, list[int]] = defaultdict(list)
+    for job_id, at in ends.items():
+        by_instant[at].append(job_id)
+    if not by_instant:
+        return []
+    began = Q()
+    for at, ids in by_instant.items():
+        began |= Q(created_at=at) & (Q(data__upstream__in=ids, data__because_job__isnull=True)
+                                     | Q(data__because_job__in=ids))
+    events = Event.objects.filter(kind=EventKind.JOB_CANCELLED, reason=NEVER_SATISFIED).filter(began)
+    return list(Job.objects.filter(pk__in=events.values("job_id")).exclude(pk__in=list(ends)).order_by("pk")
                 .values_list("pk", "name", "array_index", "team_id"))
