@@ -1,7 +1,8 @@
 """In Chromium: a researcher submits a job array with a task limit through the jobs page's form
 (Slurm's `0-5%2`): a `%0` is refused next to the Array field in the submit's words, `%2` is
-checked live ("at most 2 at a time"); the stored tasks carry the limit, and the jobs list and a
-task's page say "array runs at most 2 at a time"."""
+checked live ("at most 2 at a time"); the stored tasks carry the limit, and the array's summary
+says "Runs at most 2 tasks at a time." once (not every task's row, as until 7 Dec), a task's page
+"array runs at most 2 at a time"."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def test_researcher_submits_an_array_of_six_at_most_two_at_a_time(session: Any) 
     tasks = list(Job.objects.filter(name="sweep-limited").order_by("array_index"))
     assert [t.array_index for t in tasks] == [0, 1, 2, 3, 4, 5]
     assert {t.array_task_limit for t in tasks} == {2}
-    expect(page.locator("table.jobs small.array-limit")).to_have_count(6)
-    expect(page.locator("table.jobs small.array-limit").first).to_have_text("array runs at most 2 at a time")
+    expect(page.locator("#array-summary-limit")).to_have_text("Runs at most 2 tasks at a time.")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(6)
+    expect(page.locator("table.jobs")).not_to_contain_text("at most 2")
     alice.screenshot("jobs-array-limit")
 
     alice.open(f"/jobs/{tasks[3].pk}/")
