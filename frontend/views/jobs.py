@@ -35,6 +35,7 @@ from controlplane.api.views.jobs import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet, refusals
 from controlplane.models import AllocationGpu, Event, GpuType, Job, Project
+from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import (
     access,
     dependency_text,
@@ -225,8 +226,8 @@ def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None
         "name", "team_id").first()
     if first is None or not access.access_of(request.user).may_submit_for(first["team_id"]):
         return None
-    return {"name": first["name"], **{f"{verb}_url": reverse(f"v1:job-array-{verb}", args=[array_id])
-                                      for verb in ("hold", "release", "cancel")}}
+    return {"name": first["name"], "reason_max_length": HOLD_REASON_MAX_LENGTH,  # the hold box: what the API takes
+            **{f"{verb}_url": reverse(f"v1:job-array-{verb}", args=[array_id]) for verb in ("hold", "release", "cancel")}}
 
 
 @login_required
@@ -524,6 +525,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "ended": ended,  # its figures are final: "Cost", not "Cost so far"
         "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
+        "reason_max_length": HOLD_REASON_MAX_LENGTH,  # the hold and requeue boxes take what the API takes
         "output": job_output(job, request.GET),
         **runs,
         # beside a waiting job's ETA, how far the ETAs told held lately; once it started, its own
