@@ -701,10 +701,18 @@ def job_output(job: Job, params: Any = None) -> dict[str, Any]:
     runs = output.generations
     return {"text": output.text, "notice": output.notice, "generation": output.generation,
             "run": runs.index(output.generation) + 1 if output.generation in runs else None,
-            "generations": len(runs), "runs": runs[::-1], "rank": rank, "ranks": output.ranks,
+            "generations": len(runs), "runs": runs[::-1], "run_choices": _run_choices(runs), "rank": rank,
+            "ranks": output.ranks,
             "rank_choices": sorted({*output.ranks, rank}), "follows_latest": generation is None,
             "node": output.node, "end_offset": output.end_offset, "lines": OUTPUT_LINES, "raw_url": raw,
             "chosen": chosen, "error": ""}
+
+
+def _run_choices(generations: list[int]) -> list[tuple[int, int]]:
+    """The Run select's choices, newest first: (the run's number in the job, its lease
+    generation). The generation is the fleet-wide fencing token `?generation=` and `qm logs
+    --generation` take; said alone ("generation 25") it read as the job's 25th run."""
+    return [(number, generation) for number, generation in enumerate(generations, start=1)][::-1]
 
 
 def _output_error(job: Job, chosen: dict[str, str], errors: Any) -> dict[str, Any]:
@@ -714,7 +722,8 @@ def _output_error(job: Job, chosen: dict[str, str], errors: Any) -> dict[str, An
     words = "; ".join(f"{name}: {' '.join(value)}" for name, value in errors.items())
     runs = job_logs.generations_of(job)
     return {"text": "", "notice": "", "generation": None, "run": None, "generations": len(runs),
-            "runs": runs[::-1], "rank": 0, "ranks": [], "rank_choices": [0], "follows_latest": True, "node": None,
+            "runs": runs[::-1], "run_choices": _run_choices(runs), "rank": 0, "ranks": [], "rank_choices": [0],
+            "follows_latest": True, "node": None,
             "end_offset": 0, "lines": OUTPUT_LINES, "raw_url": None, "chosen": chosen,
             "error": f"Cannot show that output: {words}", "errors": errors}
 

@@ -47,7 +47,7 @@ def test_job_output_is_shown_escaped_never_as_html(client_for, submit_as) -> Non
         assert "<script>window.__qm_pwned" not in html and "<img src=x" not in html
         assert "epoch 1 loss 2.5" in html
     generation, node = running(job)
-    assert f"Rank 0 on {node.name}, generation {generation}" in page
+    assert f"Rank 0 on {node.name}, run 1 · lease generation {generation}:" in page  # its first run, whatever the generation
     raw = client.get(f"/api/v1/jobs/{job.pk}/logs/", {"format": "txt", "generation": generation, "rank": 0})
     assert raw["Content-Type"] == "text/plain; charset=utf-8" and raw["X-Content-Type-Options"] == "nosniff"
     assert raw.content.decode() == "epoch 1 loss 2.5\n" + HOSTILE

@@ -58,12 +58,14 @@ def test_the_panel_shows_the_chosen_rank_of_the_chosen_run_and_the_raw_link_foll
     live = client.get(f"/ui/jobs/{job.pk}.json", {"rank": 3, "generation": first})
 
     assert "second run, rank zero" in latest and "first run" not in latest
-    assert f'<option value="" selected>latest (generation {second})</option>' in latest
+    # the run's number in the job, and its lease generation (a fleet-wide fencing token, not a run
+    # count: until 7 Dec the page said "generation 25" of a job's first run)
+    assert f'<option value="" selected>latest: run 2 · lease generation {second}</option>' in latest
     assert chosen.status_code == 200
     page = chosen.content.decode()
     assert "rank three: CUDA error" in page and "rank zero" not in page.split('<pre class="job-output">')[1]
-    assert "Rank 3 on " in page and f"generation {first} (run 1 of 2 of this job)" in page
-    assert f'<option value="{first}" selected>generation {first}</option>' in page
+    assert "Rank 3 on " in page and f", run 1 of 2 · lease generation {first}:" in page
+    assert f'<option value="{first}" selected>run 1 · lease generation {first}</option>' in page
     assert '<option value="3" selected>rank 3</option>' in page and '<option value="0">rank 0</option>' in page
     assert "2 ranks wrote output in this run: 0, 3." in page
     assert (f'href="/api/v1/jobs/{job.pk}/logs/?format=txt&amp;generation={first}&amp;rank=3&amp;tail_bytes='
@@ -113,7 +115,7 @@ def test_a_bad_choice_is_said_on_the_page_and_is_a_400_on_its_json(client_for, s
     assert page.status_code == 400 and f'role="alert">Cannot show that output: {words}' in html
     assert "<b>x</b>" not in html
     # The rest of the page is there, its choices too, and its live refresh leaves the panel alone.
-    assert "<h2>Events</h2>" in html and f'<option value="{second}">generation {second}</option>' in html
+    assert "<h2>Events</h2>" in html and f'<option value="{second}">run 2 · lease generation {second}</option>' in html
     assert f'data-live-url="/ui/jobs/{job.pk}.json"' in html and 'data-live-html="job-output"' not in html
     assert live.status_code == 400 and name in live.json()["errors"]
     assert api.status_code == 400 and name in api.json()["errors"]
