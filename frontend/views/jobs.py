@@ -32,7 +32,7 @@ from controlplane.api.errors import flatten
 from controlplane.api.serializers.job_requests import JobArraySubmitSerializer, JobSubmitSerializer
 from controlplane.api.serializers.jobs import attach_gpus_held, gpus_held_expression
 from controlplane.api.views.jobs import cancel_refusal, stop_notice
-from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
+from controlplane.choices import FINISHED_JOB_STATES, JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet, refusals
 from controlplane.models import AllocationGpu, Event, GpuType, Job, Project
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
@@ -51,7 +51,13 @@ from controlplane.services import (
 )
 from controlplane.services import jobs as job_service
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
-from controlplane.services.dependencies import NEVER_SATISFIED, jobs_named, page_of, singleton_page
+from controlplane.services.dependencies import (
+    NEVER_SATISFIED,
+    jobs_named,
+    page_of,
+    singleton_page,
+    waiting_on_any_of,
+)
 from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import REQUEUEING_STOPS, attach_stop_reasons, label_totals, stop_reason
 from controlplane.services.transitions import (
@@ -221,12 +227,16 @@ def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None
     """The array summary's buttons (`scancel ARRAY`, `scontrol hold/release ARRAY`: the API's
     job-arrays actions), for a reader who may act on its team's jobs as the API lets them: its
     name and the actions' URLs. None for a reader who may not (finance, another team), or an
-    array not theirs to see. One query."""
-    first = access.visible_jobs(request.user).filter(array_id=array_id).order_by("array_index", "pk").values(
-        "name", "team_id").first()
-    if first is None or not access.access_of(request.user).may_submit_for(first["team_id"]):
+    array not theirs to see. Three queries (its first task, its tasks not ended, the jobs waiting on them)."""
+    tasks = access.visible_jobs(request.user).filter(array_id=array_id)
+    first = tasks.order_by("array_index", "pk").values("name", "team_id").first()
+    who = access.access_of(request.user)
+    if first is None or not who.may_submit_for(first["team_id"]):
         return None
-    return {"name": first["name"], "reason_max_length": HOLD_REASON_MAX_LENGTH,  # the hold box: what the API takes
+    # the jobs waiting on its tasks that its cancel takes with it, named, as a job's Cancel names them
+    taken = waiting_on_any_of(list(tasks.exclude(state__in=FINISHED_JOB_STATES).values_list("pk", flat=True)), who)
+    return {"name": first["name"], "cancel_taken": taken_said(taken, "its tasks"),
+            "reason_max_length": HOLD_REASON_MAX_LENGTH,  # the hold box: what the API takes
             **{f"{verb}_url": reverse(f"v1:job-array-{verb}", args=[array_id]) for verb in ("hold", "release", "cancel")}}
 
 
@@ -540,16 +550,20 @@ def cancel_question(job: Job, waited_on_by: list[dict[str, Any]]) -> str:
     """The Cancel button's question: the job, and the jobs waiting on it that the cancel takes
     with it (their dependency never to be met: `page_of`'s `cancelled_with_it`), named, as the
     API's answer names those it took; a researcher heard of them only afterwards, if at all."""
-    question = f"Cancel job {job.pk} ({job.name})?"
-    taken = [d for d in waited_on_by if d["cancelled_with_it"]]
+    return f"Cancel job {job.pk} ({job.name})?" + taken_said([d for d in waited_on_by if d["cancelled_with_it"]], "it")
+
+
+def taken_said(taken: list[dict[str, Any]], on: str) -> str:
+    """The jobs a cancel would take with it (waiting on `on`: "it", "its tasks"), named, for a
+    Cancel button's question: a job's, an array's. "" for none."""
     if not taken:
-        return question
+        return ""
     listed = jobs_named([(d["job"], d["name"] if d["visible"] else None, d["array_index"]) for d in taken])
     one = len(taken) == 1
     conditions = ", ".join(sorted({d["condition"] for d in taken}))
-    return (f"{question} {counted(len(taken), 'job')} waiting on it ({conditions}) {'is' if one else 'are'} "
-            f"cancelled with it, {'its' if one else 'their'} dependency never to be met, and so is any job waiting "
-            f"on {'it' if one else 'them'}: {listed}.")
+    return (f" {counted(len(taken), 'job')} waiting on {on} ({conditions}) {'is' if one else 'are'} "
+            f"cancelled with {'it' if on == 'it' else 'them'}, {'its' if one else 'their'} dependency never to be "
+            f"met, and so is any job waiting on {'it' if one else 'them'}: {listed}.")
 
 
 def job_cost_to_now(job: Job, now: datetime, runs: dict[str, Any]) -> Decimal:

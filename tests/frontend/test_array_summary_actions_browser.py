@@ -77,16 +77,23 @@ def test_the_summary_says_how_many_waiting_tasks_are_held(session: Any) -> None:
 
 def test_cancelling_an_array_names_the_jobs_it_took_with_it(session: Any) -> None:  # noqa: F811
     """The array's cancel cancels the jobs that waited on its tasks to succeed, as a single job's
-    does, and its notice names them as a single job's does (it said only "2 cancelled, 0 stopping.")."""
+    does, and its question and notice name them as a single job's do (it said only "2 cancelled,
+    0 stopping.", and asked without a word of them)."""
     sweep = submit(user("alice"), SubmitRequest(name="sweep", gpus=1, array="0-1"))
     array_id = str(sweep.array_id)
     merge = submit(user("alice"), SubmitRequest(name="merge", gpus=1, dependencies=({"job": sweep.job.pk},))).job
     tab = session("alice")
     tab.open(f"/jobs/?array_id={array_id}")
     page = tab.page
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: asked.append(dialog.message))  # the session's own handler accepts it
     page.click("#array-cancel")
     expect(page.locator("#action-result")).to_have_text(
         f"Array {array_id} (sweep, 2 tasks): 2 cancelled, 0 stopping. With them 1 job that waited on its tasks was "
         f"cancelled, its dependency never to be met now: job {merge.pk} (merge).", timeout=LIVE_TIMEOUT_MS)
+    assert asked == [f"Cancel array {array_id} (sweep)? Every task still waiting is cancelled, every running one "
+                     "stopped (its processes get their grace period); ended tasks are left as they ended. 1 job "
+                     "waiting on its tasks (afterok) is cancelled with them, its dependency never to be met, and so "
+                     f"is any job waiting on it: job {merge.pk} (merge)."]
     assert Job.objects.get(pk=merge.pk).state == JobState.CANCELLED
     assert tab.errors == []

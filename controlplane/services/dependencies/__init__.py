@@ -74,7 +74,8 @@ Where each lives (one module a concept; this package's names are the ones other 
 - `settling`: a job's start or end met or doomed its dependents' conditions (`started`, `ended`);
 - `cancels`: a waiting job whose dependency can never be met, cancelled down the chain, and the
   jobs one cancel took with it (`cancelled_with`);
-- `pages`: the read side, for the API and the job's page (`of_jobs`, `page_of`, `singleton_page`).
+- `pages`: the read side, for the API and the job's page (`of_jobs`, `page_of`, `singleton_page`), and
+  an array's Cancel question (`waiting_on_any_of`).
 """
 
 from controlplane.services.dependencies.cancels import cancelled_with
@@ -89,7 +90,7 @@ from controlplane.services.dependencies.conditions import (
     never_met,
 )
 from controlplane.services.dependencies.cycles import cycle_errors
-from controlplane.services.dependencies.pages import of_jobs, page_of, singleton_page
+from controlplane.services.dependencies.pages import of_jobs, page_of, singleton_page, waiting_on_any_of
 from controlplane.services.dependencies.recording import corresponding_words, record, waiting_words
 from controlplane.services.dependencies.renames import reword_after_rename
 from controlplane.services.dependencies.settling import ended, started
@@ -111,5 +112,6 @@ __all__ = [
     "Change", "Refused", "Replacement", "Upstream", "Wanted", "any_of_words", "cancelled_with", "corresponding_words",
     "cycle_errors", "ended", "is_met", "jobs_named", "judge", "lock_changes", "never_met", "of_jobs", "outcome",
     "page_of", "record", "replace", "resolve", "reword_after_rename", "singleton_blockers", "singleton_of",
-    "singleton_page", "started", "state_word", "text_now", "waiting_among", "waiting_words", "waits", "wanted_from",
+    "singleton_page", "started", "state_word", "text_now", "waiting_among", "waiting_on_any_of", "waiting_words", "waits",
+    "wanted_from",
 ]

@@ -68,6 +68,29 @@ def page_of(job_id: int, viewer: access.Access) -> tuple[list[dict[str, Any]], l
     return runs_after, waited_on_by
 
 
+def waiting_on_any_of(job_ids: Sequence[int], viewer: access.Access) -> list[dict[str, Any]]:
+    """For an array's Cancel question: the jobs (not among `job_ids`) waiting on any of them that
+    a cancel of them all would cancel too, by `page_of`'s `cancelled_with_it` rule (waiting,
+    all-of, unmet, on a condition a cancel never meets), once each, by id, each as `page_of`
+    names a job waiting on one (`job`, `name`, `visible`, `array_index`, `condition`). One query
+    (none for none)."""
+    if not job_ids:
+        return []
+    found: dict[int, dict[str, Any]] = {}
+    for dependent, condition, met_at, down_state, down_name, down_team, down_index, down_mode in (
+        JobDependency.objects.filter(upstream_id__in=job_ids).exclude(job_id__in=job_ids).order_by("job_id")
+        .values_list("job_id", "condition", "satisfied_at", "job__state", "job__name", "job__team_id",
+                     "job__array_index", "job__dependency_mode")
+    ):
+        if not (met_at is None and down_state == JobState.PENDING and down_mode == DependencyMode.ALL
+                and never_met(condition, JobState.CANCELLED)) or dependent in found:
+            continue
+        visible = viewer.may_read_team(down_team)
+        found[dependent] = {"job": dependent, "name": down_name if visible else "", "visible": visible,
+                            "array_index": down_index if visible else None, "condition": condition}
+    return list(found.values())
+
+
 def singleton_page(job: Job, viewer: access.Access) -> dict[str, Any] | None:
     """For the job's page, a singleton's line of "Runs after": its name and, while it waits, the
     job of that name it waits for now (`shown`: the nearest one ahead, else those running), each
