@@ -58,6 +58,7 @@ from controlplane.services.dependencies import (
     singleton_page,
     waiting_on_any_of,
 )
+from controlplane.services.queue_rank_text import rank_in_line
 from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import REQUEUEING_STOPS, attach_stop_reasons, label_totals, stop_reason
 from controlplane.services.transitions import (
@@ -617,6 +618,8 @@ def queue_place(request: HttpRequest, job: Job) -> dict[str, Any] | None:
     return {**row, "in_line": got.in_line, "at": got.at, "effective_text": f"{row['effective_priority']:g}",
             "class_text": f"{row['class_value']:g}", "aging_text": f"{row['aging_points']:g}" if row["aging_points"] else "",
             "limit_text": f"runtime limit {qm.duration(limit)}" if limit else "no runtime limit",
+            # its rank in the words `qm explain` says it: by priority alone, of a job that can never run
+            "rank_text": rank_in_line(row["order"], got.in_line, can_run=job.pending_resolvable),
             "rule": job_priority.AMONG_EQUALS.get(got.queue_order, "")}
 
 

@@ -39,7 +39,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
             *([("  first eta", first)] if (first := first_eta_text(e)) else []),
             *([("  etas lately", lately)] if e["eta"] and (lately := eta_record_text(e)) else []),
             *([("  likely start", likely)] if (likely := likely_start_text(e)) else []),
-            *([("  priority", order)] if (order := order_text(api, e["job"])) else []),
+            *([("  priority", order)] if (order := order_text(api, e["job"], can_run=bool(e["resolvable"]))) else []),
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
         ])

@@ -10,6 +10,7 @@ from controlplane.cli import output
 from controlplane.cli.client import Api
 from controlplane.services.eta_text import dependency_eta
 from controlplane.services.percent_text import percent
+from controlplane.services.queue_rank_text import rank_in_line
 from scheduler_core.sentences import counted
 
 
@@ -73,17 +74,19 @@ def eta_told_text(job: dict[str, Any]) -> str:
     return f"{output.utc_text(job['eta_told'])} (told {output.utc_text(job.get('eta_told_at'))}), {how}"
 
 
-def order_text(api: Api, job_id: int) -> str:
+def order_text(api: Api, job_id: int, *, can_run: bool = True) -> str:
     """A job in line: its priority, its team's share and its place in the next cycle's order,
-    as `qm sprio` says them; "" for a job not in line."""
+    as `qm sprio` says them, and of a job that can never run as asked (`can_run` False) that
+    the place is by priority alone, as its page says (services/queue_rank_text.py); "" for a
+    job not in line."""
     body = api.request("GET", "jobs/priority/", params={"job": str(job_id)})
     if not body["jobs"]:
         return ""
     r = body["jobs"][0]
     aged = f" + {r['aging_points']:g} for waiting" if r["aging_points"] else ""
     return (f"{r['effective_priority']:g} (class {r['priority_class']} {r['class_value']:g}{aged}); team "
-            f"{r['team']}'s share {r['team_share']:.3f}; {r['order']} of {body['in_line']} in line for the next "
-            "cycle (qm sprio)")
+            f"{r['team']}'s share {r['team_share']:.3f}; {rank_in_line(r['order'], body['in_line'], can_run=can_run)} "
+            "(qm sprio)")
 
 
 def eta_record_text(e: dict[str, Any]) -> str:

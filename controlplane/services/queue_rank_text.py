@@ -1,0 +1,22 @@
+"""What a waiting job's place in the next cycle's priority order says, in one place: the job
+page's Priority row (frontend/views/jobs.queue_place) and `qm explain`'s `priority` line. `qm`
+imports no Django, and neither does this module.
+
+The order (services/job_priority.py, `qm sprio`) ranks every job in line by priority alone; a
+job that can never run as asked (`CanNeverRun`, not `resolvable`) is in it too, but the cycle
+places it after every job that can start, which its queue position says. Its rank is what its
+priority alone would give it, and the words say so: until 7 Dec `qm explain` said "1 of 2 in
+line for the next cycle" of such a job, a second place beside its queue position.
+"""
+
+from __future__ import annotations
+
+
+def rank_in_line(order: int, in_line: int, *, can_run: bool) -> str:
+    """A waiting job's rank among the `in_line` jobs of the next cycle's order: "2 of 12 in line
+    for the next cycle", or of a job that can never run as asked (`can_run` False) the rank its
+    priority alone gives it and where the cycle places it instead."""
+    if can_run:
+        return f"{order} of {in_line} in line for the next cycle"
+    return (f"{order} of {in_line} by priority alone, but as asked it can never run, so the cycle places it after "
+            "every job that can start (its queue position)")

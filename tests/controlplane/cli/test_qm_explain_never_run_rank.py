@@ -1,0 +1,36 @@
+"""`qm explain` of a job that can never run as asked says its priority rank as the job page
+does: the rank its priority alone would give it, and that the cycle places it after every job
+that can start (its queue position). It said "1 of 2 in line for the next cycle" two lines
+below "queue position: 2, after every job that can start", a second place that read as where
+it stands. The words are one (services/queue_rank_text.py), the page's and qm's."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.slow
+
+
+def test_explain_of_a_job_that_can_never_run_says_its_rank_is_by_priority_alone(alice_qm, fleet) -> None:
+    now = timezone.now()
+    never = f.make_job(fleet.ml, fleet.production, name="never", gpus=8, submitted_at=now, queue_position=2,
+                       pending_code="CanNeverRun", pending_resolvable=False,
+                       pending_message="As asked it can never run.")
+    fits = f.make_job(fleet.ml, fleet.research, name="fits", gpus=8, submitted_at=now - timedelta(minutes=5),
+                      pending_code="InsufficientGpus", queue_position=1)
+
+    explained = alice_qm("explain", str(never.pk)).out
+
+    assert re.search(r"^  queue position:\s+2, after every job that can start$", explained, re.M), explained
+    assert "in line for the next cycle" not in explained, explained
+    assert re.search(r"^  priority:\s+.*; 1 of 2 by priority alone, but as asked it can never run, so the cycle places "
+                     r"it after every job that can start \(its queue position\) \(qm sprio\)$", explained, re.M), explained
+    # a job that can start keeps its plain rank
+    assert re.search(r"^  priority:\s+.*; 2 of 2 in line for the next cycle \(qm sprio\)$",
+                     alice_qm("explain", str(fits.pk)).out, re.M)
