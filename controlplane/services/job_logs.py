@@ -41,6 +41,7 @@ from django.db.models.functions import Concat
 
 from controlplane.choices import FINISHED_JOB_STATES, AllocationState, EventKind
 from controlplane.models import Allocation, AllocationGpu, Event, Job, JobLogChunk
+from controlplane.services.run_text import run_named
 from scheduler_core.sentences import counted
 
 #: The most one chunk may carry (the agent ships at most this per rank per report).
@@ -365,9 +366,9 @@ def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int 
         world = _world_size(job, generation) if rank > max(spans, default=0) else None
         if world is not None and rank >= world:
             # "Rank 5 … has written nothing yet" of a 1-GPU run read as if it might still write.
-            raise BadRead({"rank": f"Generation {generation} of job {job.pk} has {counted(world, 'rank')} "
-                                   f"(0–{world - 1}): there is no rank {rank}."})
-        empty.notice = _no_output(job, generation, rank, empty.ranks)
+            raise BadRead({"rank": f"{_capital(run_named(generations, generation, job=job.pk))} has "
+                                   f"{counted(world, 'rank')} (0–{world - 1}): there is no rank {rank}."})
+        empty.notice = _no_output(job, generations, generation, rank, empty.ranks)
         return empty
     end, start, node = spans[rank]["end"], spans[rank]["start"], spans[rank]["node"]
     out = Output(job_id=job.pk, generation=generation, generations=generations, rank=rank, ranks=empty.ranks,
@@ -415,13 +416,19 @@ def _world_size(job: Job, generation: int) -> int | None:
     return count or None
 
 
-def _no_output(job: Job, generation: int, rank: int, ranks: list[int]) -> str:
+def _no_output(job: Job, generations: list[int], generation: int, rank: int, ranks: list[int]) -> str:
     """A rank (or a run) with no output: "has written nothing yet" while the job may still run,
     "wrote nothing" once it has ended (every run of it is over; "yet" read as if more might come)."""
     said = "wrote nothing" if job.state in FINISHED_JOB_STATES else "has written nothing yet"
     if ranks:
-        return f"Rank {rank} of generation {generation} {said}; ranks with output: {', '.join(map(str, ranks[:32]))}."
-    return f"Generation {generation} of job {job.pk} {said}."
+        return (f"Rank {rank} of {run_named(generations, generation)} {said}; ranks with output: "
+                f"{', '.join(map(str, ranks[:32]))}.")
+    return f"{_capital(run_named(generations, generation, job=job.pk))} {said}."
+
+
+def _capital(words: str) -> str:
+    """A sentence's first letter capital, the rest as it is."""
+    return words[:1].upper() + words[1:]
 
 
 def _forward(rows: Any, begin: int, *, cut_lines: bool, limit: int | None) -> tuple[int, str, int, bool]:

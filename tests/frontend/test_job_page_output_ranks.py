@@ -85,7 +85,7 @@ def test_a_rank_without_output_is_offered_and_says_which_ranks_wrote(client_for,
 
     page = client_for("alice").get(f"/jobs/{job.pk}/", {"rank": 5}).content.decode()
 
-    assert f"Rank 5 of generation {second} has written nothing yet; ranks with output: 0." in page
+    assert f"Rank 5 of run 2 (lease generation {second}) has written nothing yet; ranks with output: 0." in page
     assert '<option value="5" selected>rank 5 (no output)</option>' in page
 
 
@@ -148,7 +148,7 @@ def test_in_chromium_the_selects_choose_the_rank_and_run_and_the_choice_stays_li
     panel.locator("select[name=generation]").select_option(str(first))
     page.wait_for_url(f"**/jobs/{job.pk}/?generation={first}&rank=2")
     alice.open(page.url.replace(alice.base, ""))
-    expect(panel.locator(".muted")).to_contain_text(f"Rank 2 of generation {first} has written nothing yet; "
+    expect(panel.locator(".muted")).to_contain_text(f"Rank 2 of run 1 (lease generation {first}) has written nothing yet; "
                                                     "ranks with output: 0, 3.")
     panel.locator("select[name=rank]").select_option("3")
     page.wait_for_url(f"**/jobs/{job.pk}/?generation={first}&rank=3")

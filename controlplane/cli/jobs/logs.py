@@ -14,6 +14,7 @@ from typing import Any
 from controlplane.cli import arguments, output
 from controlplane.cli.client import Api, CliError
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
+from controlplane.services.run_text import run_named
 
 #: `qm logs`'s API parameters → its flags, as client.refusal names them.
 LOGS_FLAGS = {"rank": "rank", "generation": "generation", "tail_lines": "tail"}
@@ -151,9 +152,9 @@ class _Logs:
         sys.stdout.flush()
         if self.generation is None and latest["generation"] is not None:
             self.generation = latest["generation"]  # its first run began: what was read is its output
-            self.say(f"--- job {self.job_id} started: generation {self.generation} ---")
+            self.say(f"--- job {self.job_id} started: {run_named(latest['generations'], self.generation)} ---")
         elif self.args.generation is None and latest["generations"] and latest["generations"][-1] != self.generation:
-            self._runs_again(latest["generations"][-1])
+            self._runs_again(latest["generations"])
             return False
         if self.args.all_ranks:
             for rank in latest["ranks"]:
@@ -166,11 +167,12 @@ class _Logs:
             return True
         return False
 
-    def _runs_again(self, generation: int) -> None:
-        """The job runs again (requeued, preempted): follow the new run from its first byte."""
+    def _runs_again(self, generations: list[int]) -> None:
+        """The job runs again (requeued, preempted): follow the new run, its latest (the last of
+        `generations`), from its first byte."""
         self.close()
-        self.generation = generation
-        self.say(f"--- job {self.job_id} runs again: generation {generation} ---")
+        self.generation = generations[-1]
+        self.say(f"--- job {self.job_id} runs again: {run_named(generations, self.generation)} ---")
         self.outputs = {rank: _RankOutput(rank, prefixed=self.args.all_ranks, guarded=self.guarded) for rank in self.outputs}
         for out in self.outputs.values():
             out.next_offset = 0

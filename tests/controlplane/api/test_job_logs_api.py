@@ -368,6 +368,9 @@ def test_a_batch_of_nodes_output_is_stored_in_a_constant_number_of_queries(fleet
 
 
 # --- a rank the run never had
+# A run is named by its number in the job and its lease generation: "generation 49" alone read as
+# the job's 49th run (the generation is a fleet-wide lease counter); the job page says "run 1 ·
+# lease generation 49".
 # A rank a run never had is a 400 naming `rank`: `qm logs 1 --rank 5` of a 1-GPU job said
 # "Rank 5 of generation 49 has written nothing yet; ranks with output: 0." and exited 0, as if it
 # might still write (and `qm logs -f --rank 5` waited for ever). A rank the run has that has not
@@ -383,8 +386,8 @@ def test_a_rank_beyond_the_runs_gpus_is_a_400_naming_rank(fleet: LoopFleet, alic
     quiet = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1})
 
     assert beyond.status_code == 400, beyond.content
-    assert beyond.json()["errors"] == {"rank": [f"Generation {g} of job {job.pk} has 2 ranks (0–1): there is no rank 5."]}
-    assert quiet.status_code == 200 and quiet.json()["notice"] == f"Generation {g} of job {job.pk} has written nothing yet."
+    assert beyond.json()["errors"] == {"rank": [f"Run 1 of job {job.pk} (lease generation {g}) has 2 ranks (0–1): there is no rank 5."]}
+    assert quiet.status_code == 200 and quiet.json()["notice"] == f"Run 1 of job {job.pk} (lease generation {g}) has written nothing yet."
 
 
 def test_a_rank_that_wrote_nothing_in_a_job_that_ended_is_not_told_yet(fleet: LoopFleet, alice: APIClient) -> None:
@@ -397,7 +400,7 @@ def test_a_rank_that_wrote_nothing_in_a_job_that_ended_is_not_told_yet(fleet: Lo
 
     quiet = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1})
 
-    assert quiet.status_code == 200 and quiet.json()["notice"] == f"Generation {g} of job {job.pk} wrote nothing.", (
+    assert quiet.status_code == 200 and quiet.json()["notice"] == f"Run 1 of job {job.pk} (lease generation {g}) wrote nothing.", (
         quiet.json())
 
 
@@ -410,7 +413,7 @@ def test_per_node_launch_has_a_rank_a_node(fleet: LoopFleet, alice: APIClient) -
     assert alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1}).status_code == 200
     beyond = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 2})
     assert beyond.status_code == 400
-    assert beyond.json()["errors"]["rank"] == [f"Generation {g} of job {job.pk} has 2 ranks (0–1): there is no rank 2."]
+    assert beyond.json()["errors"]["rank"] == [f"Run 1 of job {job.pk} (lease generation {g}) has 2 ranks (0–1): there is no rank 2."]
 
 
 def test_the_job_page_says_it_on_its_output_panel(fleet: LoopFleet, alice: APIClient, client) -> None:

@@ -177,7 +177,7 @@ def test_qm_logs_follow_goes_on_into_a_requeued_jobs_next_run(qm: Callable[..., 
 
     assert follower.returncode == 0, err
     assert out == "run 2: resumed from checkpoint\n"
-    assert err == (f"--- job {job.pk} runs again: generation {second} ---\n"
+    assert err == (f"--- job {job.pk} runs again: run 2 (lease generation {second}) ---\n"
                    f"--- job {job.pk} succeeded ---\n")
 
 
@@ -268,4 +268,4 @@ def test_qm_logs_follow_of_a_job_not_started_says_it_waits_for_it(qm: Callable[.
                     f"(qm explain {job.pk}: why it waits) ---\n")
     assert follower.returncode == 0, err
     assert out == "step 1\n"
-    assert err == (f"--- job {job.pk} started: generation {g} ---\n--- job {job.pk} succeeded ---\n")
+    assert err == (f"--- job {job.pk} started: run 1 (lease generation {g}) ---\n--- job {job.pk} succeeded ---\n")
