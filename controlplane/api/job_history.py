@@ -14,10 +14,10 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from controlplane.api.filter_backends import filters_refused
 from controlplane.api.permissions import SubmitsJobs
 from controlplane.api.showback import CsvRenderer
 from controlplane.api.views.api_mixin import ApiMixin
@@ -50,7 +50,7 @@ class JobHistoryCsvView(ApiMixin, APIView):
         filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user),
                                         request=request)
         if not filterset.is_valid():
-            raise ValidationError(filterset.errors)
+            raise filters_refused(filterset)
         now = timezone.now()
         response = StreamingHttpResponse(job_history.history_csv(job_history.ended_jobs(filterset.qs), now),
                                          content_type="text/csv; charset=utf-8")

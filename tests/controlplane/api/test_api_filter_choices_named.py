@@ -94,3 +94,15 @@ def test_every_reason_the_control_plane_writes_is_a_code_the_filter_takes(fleet,
 
     assert (listed("Submitted"), listed("Held"), listed("Released"), listed("Changed")) == (
         {submitted}, {held}, {released}, {changed})
+
+
+def test_the_history_csv_lists_the_ended_states_as_the_jobs_list_lists_its_states(fleet, alice) -> None:
+    """`jobs/history.csv` built its 400 from the filterset's raw errors: `?state=running` said
+    Django's "Select a valid choice. running is not one of the available choices." where the jobs
+    list names the states it takes. One mechanism now (filtersets.refusals), for both."""
+    from controlplane.services.job_history import ENDED_STATES
+
+    r = alice.get(f"{J}/jobs/history.csv", {"state": "running"})
+    assert r.status_code == 400, r.content
+    assert r.json()["errors"] == {
+        "state": [f"'running' is not a valid choice; choose one of: {', '.join(s.value for s in ENDED_STATES)}."]}
