@@ -424,13 +424,38 @@ def _value_of(job: Job, name: str) -> Any:
     return getattr(job, name)
 
 
+#: A changed field as people name it, where the form's label (the model's verbose name, its unit
+#: said with the value instead) is not: the dependencies are no field of the job's row.
+_FIELD_WORDS = {"dependencies": "dependencies"}
+
+
+def _field_words(name: str) -> str:
+    """A changed field as the Change form labels it ("runtime limit", "GPUs per node"), not the
+    API's name ("runtime_limit_s"): the change's sentence is the form's message and `qm
+    update`'s output, read by people; `changes` keeps the API's names and values."""
+    if name in _FIELD_WORDS:
+        return _FIELD_WORDS[name]
+    label = str(Job._meta.get_field(name).verbose_name)
+    return label.split(" (")[0]  # "runtime limit (s)": the unit goes with the value
+
+
+def _span_words(seconds: int) -> str:
+    """A span exactly, as it is typed: "4 h", "2 h 30 min", "6 d", "90 s" ("14400 s (4.0 h)"
+    said it twice, and "2.5 h" would round)."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")) if n]
+    return " ".join(parts) or "0 s"
+
+
 def _words(name: str, value: Any) -> str:
     if value is None or value == []:
         return "none"
-    if name == "runtime_limit_s":  # in days from two days on, as qm --time and the refusals say it
-        return f"{value} s ({job_service.limit_words(value)})" if value >= 60 else f"{value} s"
-    if name == "checkpoint_interval_s":
-        return f"{value} s ({duration(value)})" if value >= 60 else f"{value} s"
+    if name in ("runtime_limit_s", "checkpoint_interval_s"):
+        return _span_words(value)
+    if name in ("min_gpu_memory_gb", "memory_gb_per_gpu"):
+        return f"{value} GB"
     if isinstance(value, list):
         return "/".join(map(str, value))
     return str(value)
@@ -562,7 +587,8 @@ def _update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at:
         # Only what changed: agents write a running job's progress columns meanwhile (they wait
         # for this row lock, and write after it).
         job.save(update_fields=written)
-        said = ", ".join(f"{name} {_words(name, old)} → {_words(name, new)}" for name, (old, new) in diff.items())
+        said = ", ".join(f"{_field_words(name)} {_words(name, old)} → {_words(name, new)}"
+                         for name, (old, new) in diff.items())
         data: dict[str, Any] = {"changes": {name: [old, new] for name, (old, new) in diff.items()}, "state": job.state}
         stay = _new_eta_stay(job.pk) if waiting and set(diff) & set(NEW_ETA_STAY_FIELDS) else None
         if stay is not None:

@@ -43,7 +43,7 @@ def test_a_ten_minute_limit_reads_10_minutes_and_round_trips(session: Any) -> No
 
     page.fill("#change-job [data-field=runtime_limit_s]", "15")
     page.click("#change-job button[type=submit]")
-    expect(page.locator("#change-result")).to_contain_text("runtime_limit_s 600 s", timeout=ANSWER_TIMEOUT_MS)
+    expect(page.locator("#change-result")).to_contain_text("runtime limit 10 min → 15 min", timeout=ANSWER_TIMEOUT_MS)
     expect(field).to_have_value("15", timeout=LIVE_TIMEOUT_MS)
     job.refresh_from_db()
     assert job.runtime_limit_s == 900

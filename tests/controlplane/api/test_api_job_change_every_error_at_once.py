@@ -97,4 +97,4 @@ def test_a_running_jobs_shape_and_a_raised_limit_are_refused_together(fleet, ali
     assert body["errors"]["runtime_limit_s"] == ["only an admin may raise a running job's runtime limit"]
     assert body["detail"] == (f"Job {job.pk} is running: only its name and runtime limit can change now, not gpus. "
                               f"Job {job.pk} is running: its runtime limit may be lowered, but only an admin may "
-                              "raise it (14400 s (4.0 h) now, 28800 s (8.0 h) asked).")
+                              "raise it (4 h now, 8 h asked).")

@@ -41,8 +41,9 @@ def test_a_waiting_jobs_shape_changes_with_one_event_listing_old_and_new(fleet, 
     assert (job.gpus, job.gpus_per_node, job.runtime_limit_s) == (8, 8, 7200)
     (event,) = Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED)
     assert event.actor == "user:alice"
-    assert event.message == ("Changed by alice while waiting: runtime_limit_s 14400 s (4.0 h) → 7200 s (2.0 h), "
-                             "gpus 4 → 8, gpus_per_node none → 8")
+    assert event.message == ("Changed by alice while waiting: runtime limit 4 h → 2 h, GPUs 4 → 8, "
+                             "GPUs per node none → 8")
+    assert body["detail"] == f"Job {job.pk} changed: runtime limit 4 h → 2 h, GPUs 4 → 8, GPUs per node none → 8."
     assert event.data["changes"] == {"gpus": [4, 8], "gpus_per_node": [None, 8], "runtime_limit_s": [14400, 7200]}
 
 
@@ -165,7 +166,7 @@ def test_a_member_may_not_raise_a_running_jobs_limit(fleet, alice) -> None:
 
     assert r.status_code == 403, r.content[:400]
     assert r.json()["detail"] == (f"Job {job.pk} is running: its runtime limit may be lowered, but only an admin "
-                                  "may raise it (14400 s (4.0 h) now, 28800 s (8.0 h) asked).")
+                                  "may raise it (4 h now, 8 h asked).")
     assert r.json()["errors"] == {"runtime_limit_s": ["only an admin may raise a running job's runtime limit"]}
     assert Job.objects.get(pk=job.pk).runtime_limit_s == 4 * 3600
 
@@ -220,5 +221,20 @@ def test_a_runtime_limit_of_days_is_said_in_days(fleet, alice) -> None:
     r = alice.patch(f"{J}{job.pk}/", {"runtime_limit_s": 6 * 86400}, format="json")  # research: at most 7
     assert r.status_code == 200, r.content[:400]
     (event,) = Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED)
-    assert event.message.startswith("Changed by alice while waiting: runtime_limit_s 14400 s (4.0 h) → "
-                                    "518400 s (6 days)")
+    assert event.message == "Changed by alice while waiting: runtime limit 4 h → 6 d"
+
+
+def test_a_change_is_said_for_people_each_field_by_its_name_and_unit(fleet, alice) -> None:
+    """The answer's `detail` (the Change form's message, `qm update`'s output) and the event
+    said the API's field names and seconds: "runtime_limit_s 14400 s (4.0 h) → …". They say each
+    field as the form labels it, a span as typed (exact: 2 h 30 min, not 2.5 h) and memory in GB."""
+    job = _submitted(alice)
+    r = alice.patch(f"{J}{job.pk}/", {"runtime_limit_s": 9000, "checkpoint_interval_s": 1800, "cpus_per_gpu": 4,
+                                      "memory_gb_per_gpu": 40, "min_gpu_memory_gb": 80}, format="json")
+    assert r.status_code == 200, r.content[:400]
+    said = r.json()["detail"]
+    assert said.startswith(f"Job {job.pk} changed: ") and "_" not in said, said
+    for part in ("runtime limit 4 h → 2 h 30 min", "checkpoint interval none → 30 min", "CPUs per GPU 0 → 4",
+                 "memory per GPU 0 GB → 40 GB", "min GPU memory 0 GB → 80 GB"):
+        assert part in said, said
+    assert r.json()["changes"]["runtime_limit_s"] == [14400, 9000]  # the data keeps the API's names and seconds
