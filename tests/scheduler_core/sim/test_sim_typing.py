@@ -1,4 +1,4 @@
-"""``mypy --strict`` is clean on the simulator, the cycle benchmark and the seed-week and public-trace harnesses."""
+"""``mypy --strict`` is clean on the simulator, the cycle benchmark and the seed-week, public-trace and offline-search harnesses."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[3]
 def test_simulator_and_benchmarks_are_mypy_strict_clean() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
-         "scheduler_core/sim", "scheduler_core/bench.py", "bench/seed_week.py", "bench/public_trace.py"],
+         "scheduler_core/sim", "scheduler_core/bench.py", "bench/seed_week.py", "bench/public_trace.py",
+         "bench/offline_search.py"],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
