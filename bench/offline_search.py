@@ -3,6 +3,7 @@
     .venv/bin/python bench/offline_search.py [--seed 10 --load 1.05 | --trace FILE.csv]
         [--seconds 60 | --iterations N] [--search-seed 1] [--hot-gpu-h 0.1 --cold-gpu-h 0.01]
         [--mode greedy|easy|both] [--packing best-fit|end-aligned|both] [--no-compare] [--json]
+        [--schedule-out FILE.csv]
 
 A diagnostic bound tool, not a scheduler: it knows every arrival and every exact duration in
 advance, which no online policy does, and its list scheduler is its own, not
@@ -584,6 +585,16 @@ def compare(jobs: Sequence[TraceJob], load: float | None) -> dict[str, float | N
             "goal_allocated": seed_allocated + margin}
 
 
+def schedule_csv(week: Week, schedule: Schedule) -> str:
+    """One line per job: its start (empty if it never started) and its nodes, space-separated."""
+    lines = ["job_id,submit_s,gpus,duration_s,start_s,nodes"]
+    for j, job_id in enumerate(week.job_ids):
+        begun = schedule.starts[j]
+        lines.append(f"{job_id},{week.submit[j]},{week.gpus[j]},{week.duration[j]},"
+                     f"{'' if begun is None else begun},{' '.join(map(str, schedule.nodes_of[j]))}")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     source = parser.add_mutually_exclusive_group()
@@ -600,6 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cold-gpu-h", type=float, default=0.01, help="annealing's last temperature, GPU-hours")
     parser.add_argument("--no-compare", action="store_true", help="skip replaying the engine and the seed's scheduler")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--schedule-out", type=Path, metavar="FILE.csv",
+                        help="write the best schedule found: job_id,submit_s,gpus,duration_s,start_s,nodes")
     args = parser.parse_args(argv)
     if args.seconds is not None and not args.seconds > 0:
         parser.error(f"argument --seconds: expected a time > 0, got {args.seconds}")
@@ -628,6 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     best = result.best
     check_schedule(week, best.schedule)
+    if args.schedule_out is not None:
+        args.schedule_out.write_text(schedule_csv(week, best.schedule), encoding="utf-8")
     report: dict[str, Any] = {
         "week": name,
         "jobs": len(week.submit),

@@ -4,6 +4,7 @@ schedule is known by hand."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import sys
 import types
@@ -178,3 +179,16 @@ def test_a_decode_resumed_where_the_keys_first_matter_equals_the_full_decode() -
                 full = bench.decode(week, moved, mode, packing)
                 resumed = bench.decode(week, moved, mode, packing, resume=(earlier, min(week.submit[a], week.submit[b])))
                 assert (resumed.starts, resumed.nodes_of, resumed.busy_gpu_s) == (full.starts, full.nodes_of, full.busy_gpu_s)
+
+
+def test_the_command_line_reports_the_best_schedule_and_writes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "week.csv"
+    trace.write_text("job_id,submit_s,gpus,duration_s,runtime_limit_s,user\n"
+                     "a,0,8,3600,7200,u\nb,0,1,7200,10800,u\n", encoding="utf-8")
+    out = tmp_path / "best.csv"
+    assert bench.main(["--trace", str(trace), "--iterations", "5", "--no-compare", "--json", "--schedule-out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # 64 nodes: both start at once; b runs 2 h, a 1 h, in a week of 512 GPUs
+    assert report["best_allocated"] == pytest.approx((8 * 3600 + 7200) / (7 * 86400 * 512))
+    assert report["allocated_upper_bound"] == pytest.approx(report["best_allocated"])
+    assert out.read_text(encoding="utf-8").splitlines()[1:] == ["a,0,8,3600,0,0", "b,0,1,7200,0,1"]
