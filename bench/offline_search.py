@@ -41,10 +41,10 @@ current schedule: a job that waited and one that was waiting or arrived while it
 (swap them, or put one just before the other), or whether a job that waited takes a
 reservation when first blocked (so greedy and easy mix job by job). A move is decoded again
 only from the earlier submission of the jobs it touches (``decode(resume=...)``), since
-nothing before that can change. Runs are deterministic for a given
-``--search-seed``: the candidates come in the same sequence, so ``--iterations N`` repeats a
-run exactly; ``--seconds`` stops wherever the time runs out (the JSON says how many
-iterations that was).
+nothing before that can change. With ``--iterations N`` a run is exactly repeatable for a
+given ``--search-seed`` (its temperature follows the count); with ``--seconds`` it cools by
+the clock, so how far it gets depends on the machine (the JSON says how many schedules it
+tried).
 
 What the result means: the best ``allocated`` found is a *lower* bound on what a clairvoyant
 non-preemptive schedule can reach (a schedule that exists), not the optimum. Above the goal it
