@@ -26,7 +26,7 @@ from controlplane.choices import EventKind
 from controlplane.models import Event, Job
 from controlplane.services import access
 from controlplane.services import jobs as job_service
-from controlplane.services.holds import Refused
+from controlplane.services.holds import Refused, change_words
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import counted
 
@@ -89,7 +89,7 @@ def set_task_limit(user: AbstractBaseUser, array_id: uuid.UUID | str, limit: int
         actor = f"user:{name}"
         events: list[Event] = []
         for pk, team, state, old in changed:
-            message = (f"Changed by {name} for its whole array: array_task_limit {_text(old)} → {_text(limit)} "
+            message = (f"Changed by {name} for its whole array: {change_words('array_task_limit', old, limit)} "
                        f"({limit_words(limit)})")
             data: dict[str, Any] = {"changes": {"array_task_limit": [old, limit]}, "state": state,
                                     "array_id": str(array)}
@@ -99,12 +99,9 @@ def set_task_limit(user: AbstractBaseUser, array_id: uuid.UUID | str, limit: int
         # More tasks may start (a raised limit) or the waiting ones' reasons change: a cycle says so.
         transaction.on_commit(job_service._request_cycle)
     log.info("array_task_limit_changed", array_id=str(array), was=was, limit=limit, tasks=len(changed), user=name)
-    detail = (f"Array {array}: array_task_limit {_text(was)} → {_text(limit)}: it {_runs(limit)} "
+    # Said for people, as a job's change is ("array task limit 2 → 4"), not the API's name.
+    detail = (f"Array {array}: {change_words('array_task_limit', was, limit)}: it {_runs(limit)} "
               f"({counted(len(changed), 'task')} changed).")
     if was is not None and limit is not None and limit < was:
         detail += " Tasks running above the new limit run on; no more start until fewer than it hold GPUs."
     return LimitOutcome(array, was, limit, [pk for pk, *_ in changed], detail)
-
-
-def _text(limit: int | None) -> str:
-    return "none" if limit is None else str(limit)

@@ -425,14 +425,16 @@ def _value_of(job: Job, name: str) -> Any:
 
 
 #: A changed field as people name it, where the form's label (the model's verbose name, its unit
-#: said with the value instead) is not: the dependencies are no field of the job's row.
-_FIELD_WORDS = {"dependencies": "dependencies"}
+#: said with the value instead) is not: the dependencies are no field of the job's row, nor is
+#: `gpu_type`, the API's shorthand of `gpu_types`.
+_FIELD_WORDS = {"dependencies": "dependencies", "gpu_type": "GPU type"}
 
 
-def _field_words(name: str) -> str:
+def field_words(name: str) -> str:
     """A changed field as the Change form labels it ("runtime limit", "GPUs per node"), not the
     API's name ("runtime_limit_s"): the change's sentence is the form's message and `qm
-    update`'s output, read by people; `changes` keeps the API's names and values."""
+    update`'s output, read by people; `changes` keeps the API's names and values. The same
+    words name a field a running job's change is refused on, and an array's task limit."""
     if name in _FIELD_WORDS:
         return _FIELD_WORDS[name]
     label = str(Job._meta.get_field(name).verbose_name)
@@ -447,6 +449,11 @@ def _span_words(seconds: int) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")) if n]
     return " ".join(parts) or "0 s"
+
+
+def change_words(name: str, old: Any, new: Any) -> str:
+    """One field's change for people: "runtime limit 4 h → 2 h", "array task limit none → 4"."""
+    return f"{field_words(name)} {_words(name, old)} → {_words(name, new)}"
 
 
 def _words(name: str, value: Any) -> str:
@@ -587,8 +594,7 @@ def _update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at:
         # Only what changed: agents write a running job's progress columns meanwhile (they wait
         # for this row lock, and write after it).
         job.save(update_fields=written)
-        said = ", ".join(f"{_field_words(name)} {_words(name, old)} → {_words(name, new)}"
-                         for name, (old, new) in diff.items())
+        said = ", ".join(change_words(name, old, new) for name, (old, new) in diff.items())
         data: dict[str, Any] = {"changes": {name: [old, new] for name, (old, new) in diff.items()}, "state": job.state}
         stay = _new_eta_stay(job.pk) if waiting and set(diff) & set(NEW_ETA_STAY_FIELDS) else None
         if stay is not None:

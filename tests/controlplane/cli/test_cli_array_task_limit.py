@@ -27,7 +27,7 @@ def test_submit_with_a_limit_then_raise_it_lift_it_and_see_it(alice_qm, fleet) -
 
     raised = alice_qm("update", array_id, "--array-limit", "4")
     assert raised.code == 0, raised.err
-    assert raised.out == (f"Array {array_id}: array_task_limit 2 → 4: it runs at most 4 tasks at a time "
+    assert raised.out == (f"Array {array_id}: array task limit 2 → 4: it runs at most 4 tasks at a time "
                           "(6 tasks changed).\n")
     assert _limits(array_id) == {4}
     assert Event.objects.filter(kind=EventKind.JOB_UPDATED, job__array_id=array_id).count() == 6
@@ -35,7 +35,7 @@ def test_submit_with_a_limit_then_raise_it_lift_it_and_see_it(alice_qm, fleet) -
     # A task's job id stands for its array; none lifts the limit.
     lifted = alice_qm("update", str(job_ids[0]), "--array-limit", "none")
     assert lifted.code == 0, lifted.err
-    assert lifted.out == f"Array {array_id}: array_task_limit 4 → none: it has no task limit (6 tasks changed).\n"
+    assert lifted.out == f"Array {array_id}: array task limit 4 → none: it has no task limit (6 tasks changed).\n"
     assert _limits(array_id) == {None}
     assert "runs at most" not in alice_qm("list", "--array", array_id).out
 
