@@ -737,7 +737,7 @@ def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access,
     if fixed:
         problems.conflicts.update(fixed)
         problems.sentences.append(f"Job {job.pk} is {state}: only its name and runtime limit can change now, not "
-                                  f"{', '.join(fixed)}.")
+                                  f"{', '.join(map(field_words, fixed))}.")
     if "runtime_limit_s" not in changes:
         return
     limit = changes["runtime_limit_s"]

@@ -59,6 +59,7 @@ def test_a_running_jobs_conflict_names_gpu_type_as_sent(fleet, alice) -> None:
     r = alice.patch(f"{J}{job.pk}/", {"gpu_type": "H100-80GB"}, format="json")
 
     assert r.status_code == 409, r.content
-    assert r.json()["detail"] == f"Job {job.pk} is running: only its name and runtime limit can change now, not gpu_type."
+    # the sentence names it for people, as the Change form labels it; the errors keep the name sent
+    assert r.json()["detail"] == f"Job {job.pk} is running: only its name and runtime limit can change now, not GPU types."
     assert r.json()["errors"] == {"gpu_type": [f"job {job.pk} is running: gpu_type changes only while it waits; to run "
                                                "it with another gpu_type, cancel it and resubmit"]}

@@ -95,6 +95,6 @@ def test_a_running_jobs_shape_and_a_raised_limit_are_refused_together(fleet, ali
 
     assert set(body["errors"]) == {"gpus", "runtime_limit_s"}, body
     assert body["errors"]["runtime_limit_s"] == ["only an admin may raise a running job's runtime limit"]
-    assert body["detail"] == (f"Job {job.pk} is running: only its name and runtime limit can change now, not gpus. "
+    assert body["detail"] == (f"Job {job.pk} is running: only its name and runtime limit can change now, not GPUs. "
                               f"Job {job.pk} is running: its runtime limit may be lowered, but only an admin may "
                               "raise it (4 h now, 8 h asked).")

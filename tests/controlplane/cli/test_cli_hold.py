@@ -84,7 +84,7 @@ def test_qm_update_of_a_running_jobs_gpus_says_it_runs(alice_qm, fleet) -> None:
     running = f.make_job(fleet.ml, state=JobState.RUNNING)
     run = alice_qm("update", str(running.pk), "--gpus", "2")
     assert run.code == 1
-    assert run.err == f"error: Job {running.pk} is running: only its name and runtime limit can change now, not gpus.\n"
+    assert run.err == f"error: Job {running.pk} is running: only its name and runtime limit can change now, not GPUs.\n"
 
 
 def test_qm_update_with_nothing_to_change_says_what_it_takes(alice_qm, fleet) -> None:

@@ -35,6 +35,6 @@ def test_qm_update_prints_every_field_at_fault(alice_qm, fleet) -> None:
     refused = alice_qm("update", str(running.pk), "--gpus", "8", "--time", "8h")
 
     assert refused.code == 1, refused.err
-    assert "only its name and runtime limit can change now, not gpus." in refused.err, refused.err
+    assert "only its name and runtime limit can change now, not GPUs." in refused.err, refused.err
     assert "its runtime limit may be lowered, but only an admin may raise it" in refused.err, refused.err
     assert Job.objects.get(pk=running.pk).runtime_limit_s == 4 * 3600
