@@ -10,6 +10,7 @@ from typing import Any
 from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, refusal
 from controlplane.services import quota_text
+from controlplane.services.queue_rank_text import rank_in_line
 from scheduler_core.sentences import counted, gpu_hours
 
 #: How each queue-order plugin sorts, in the words `qm sprio` heads its table with.
@@ -100,12 +101,17 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
               + f" ({counted(body['in_line'], 'job')} in line in all; held jobs and jobs waiting for a dependency "
                 "are not in line).")
         return
+    # A job that can never run as asked is ranked by priority alone: its ORDER is marked and a
+    # footnote says so, in the words of its page and `qm explain` (as Slurm's sinfo marks a cell `*`).
+    never = [r for r in body["jobs"] if r.get("can_run") is False]
     output.table(
-        [(r["order"], r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
+        [(f"{r['order']}*" if r in never else r["order"], r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
           f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
           output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
     )
+    for r in never:
+        print(output.visible(f"* Job {r['job']}: {rank_in_line(r['order'], body['in_line'], can_run=False)}."))
     more = body["count"] - len(body["jobs"])
     if more > 0:
         print(f"The first {len(body['jobs']):,} of {body['count']:,}{f' of team {team}' if team else ''}; {more:,} "

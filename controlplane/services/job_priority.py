@@ -88,9 +88,13 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
             if (not job_ids or int(f.job_id) in job_ids) and (team is None or f.team == team)
             and (readable is None or f.team in readable)]
     shown = kept[offset:] if limit is None else kept[offset:offset + limit]
-    # Each job's name, and its array and index: a task is named `sweep [3]`, as the job list says it.
-    names = {pk: (name, array_id, index) for pk, name, array_id, index in access.visible_jobs(user).filter(
-        pk__in=[int(f.job_id) for f in shown]).values_list("pk", "name", "array_id", "array_index")}
+    # Each job's name, and its array and index: a task is named `sweep [3]`, as the job list says it;
+    # and whether it can run as asked (the last cycle's word): one that never can is ranked here by
+    # priority alone, and the cycle places it after every job that can start.
+    names = {pk: (name, array_id, index, resolvable)
+             for pk, name, array_id, index, resolvable in access.visible_jobs(user).filter(
+                 pk__in=[int(f.job_id) for f in shown]).values_list("pk", "name", "array_id", "array_index",
+                                                                    "pending_resolvable")}
     return QueuePriorities(
         at=order.at,
         queue_order=order.queue_order,
@@ -100,7 +104,7 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
                "array_index": names[int(f.job_id)][2], "order": f.order, "team": f.team,
                "priority_class": f.priority_class, "class_value": f.class_value, "aging_points": f.aging_points,
                "effective_priority": f.effective_priority, "team_share": f.team_share,
-               "runtime_limit_s": f.runtime_limit_s}
+               "runtime_limit_s": f.runtime_limit_s, "can_run": names[int(f.job_id)][3]}
               for f in shown if int(f.job_id) in names],
         team_shares=dict(sorted({f.team: f.team_share for f in factors}.items())),
         count=len(kept),

@@ -65,6 +65,9 @@ class JobPriorityRowSerializer(serializers.Serializer):
         help_text="The team's dominant share (DRF over GPUs, CPUs, memory, with decayed past usage): among "
                   "equal priorities the lower goes first.")
     runtime_limit_s = serializers.FloatField(allow_null=True, help_text="Among equals, the shorter goes first.")
+    can_run = serializers.BooleanField(
+        help_text="False for a job that can never run as asked (CanNeverRun): its `order` is by priority alone, and "
+                  "the cycle places it after every job that can start (its queue_position).")
 
 
 class JobPrioritySerializer(serializers.Serializer):

@@ -144,3 +144,31 @@ def test_sprio_names_an_array_task_with_its_index_as_qm_list_does(alice_qm, flee
 
     assert re.search(rf"^\s*1\s+{task.pk}\s+sweep \[3\]\s+ml\s", sprio.out, re.M), sprio.out
     assert re.search(rf"^\s*{task.pk}\s+sweep \[3\]\s+ml\s", listed.out, re.M), listed.out
+
+
+def test_sprio_marks_a_job_that_can_never_run_as_ranked_by_priority_alone(alice_qm, fleet) -> None:
+    """A job that can never run as asked is in the order at its priority's rank, but the cycle
+    places it after every job that can start: sprio listed it first with nothing saying so. Its
+    ORDER is marked `*` and a footnote says its rank in the words of its page and `qm explain`
+    (services/queue_rank_text.rank_in_line); `jobs/priority/` tells it by `can_run`."""
+    now = timezone.now()
+    never = f.make_job(fleet.ml, fleet.production, name="never", gpus=8, submitted_at=now, queue_position=2,
+                       pending_code="CanNeverRun", pending_resolvable=False,
+                       pending_message="As asked it can never run.")
+    fits = f.make_job(fleet.ml, fleet.research, name="fits", gpus=8, submitted_at=now - timedelta(minutes=5),
+                      pending_code="InsufficientGpus", queue_position=1)
+
+    run = alice_qm("sprio")
+    body = json.loads(alice_qm("sprio", "--json").out)
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert re.match(rf"1\*\s+{never.pk}\s+never\s", lines[2]), run.out
+    assert re.match(rf"2\s+{fits.pk}\s+fits\s", lines[3]), run.out
+    assert lines[4] == (f"* Job {never.pk}: 1 of 2 by priority alone, but as asked it can never run, so the cycle "
+                        "places it after every job that can start (its queue position).")
+    assert lines[5] == "2 jobs in line in all; ORDER is the next cycle's."
+    assert [(r["job"], r["can_run"]) for r in body["jobs"]] == [(never.pk, False), (fits.pk, True)]
+    # a queue of jobs that can all run keeps its plain ORDER and no footnote
+    fits_only = alice_qm("sprio", str(fits.pk)).out
+    assert "*" not in fits_only and "by priority alone" not in fits_only, fits_only
