@@ -69,7 +69,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='node',
             name='agent_gpu_type',
-            field=models.CharField(blank=True, default='', max_length=64, verbose_name='GPU type its agent declared'),
+            field=models.CharField(blank=True, db_default='', default='', max_length=64, verbose_name='GPU type its agent declared'),
         ),
         migrations.AddField(
             model_name='node',

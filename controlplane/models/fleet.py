@@ -205,7 +205,8 @@ class Node(models.Model):
     # an admin's edit may not contradict (services/nodes.gpu_type_refusal, gpu_count_refusal):
     # its GPUs' type ("" when the agent named none, or none is on record: migration 0045), how
     # many, and when; null for a node no agent has registered.
-    agent_gpu_type = models.CharField("GPU type its agent declared", max_length=64, blank=True, default="")
+    agent_gpu_type = models.CharField("GPU type its agent declared", max_length=64, blank=True, default="",
+                                      db_default="")
     agent_gpu_count = models.PositiveIntegerField("GPUs its agent declared", null=True, blank=True)
     agent_registered_at = models.DateTimeField("its agent's last registration", null=True, blank=True)
 
