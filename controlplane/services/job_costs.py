@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -26,6 +26,8 @@ from controlplane.services.showback import CENT, hours, rolled_until
 from controlplane.services.usage_tiers import US_PER_HOUR, PriceBook, Span, to_us
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: GPU-hours as a row of runs says them: two decimals (sentences.gpu_hours).
+HUNDREDTH = Decimal("0.01")
 
 
 def job_cost(job_id: int) -> dict[str, Any]:
@@ -50,15 +52,32 @@ def job_cost(job_id: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RunCosts:
-    """What each run (allocation) of a job has cost, to the cent, and the job's total."""
+    """What each run (allocation) of a job has cost, to the cent, and the job's total; and the
+    GPU-hours each held, to the hundredth, and the job's total, rounded by the same rule."""
 
     #: allocation id → $, rounded cumulatively in bind order so the runs add up to `total_usd`.
     usd: dict[int, Decimal]
     total_usd: Decimal
+    #: allocation id → GPU-hours held, rounded cumulatively in bind order (as `usd`) so the runs
+    #: the page lists add up to `total_gpu_hours`, their exact sum rounded once.
+    gpu_hours: dict[int, Decimal] = field(default_factory=dict)
+    total_gpu_hours: Decimal = Decimal("0.00")
+    #: their exact sum, unrounded: a few GPU-seconds whose total rounds to nothing
+    exact_gpu_hours: float = 0.0
 
     def of(self, allocation_id: int) -> Decimal:
         """A run's cost; $0.00 for one that held no GPU."""
         return self.usd.get(allocation_id, Decimal("0.00"))
+
+    def hours_of(self, allocation_id: int) -> Decimal:
+        """A run's GPU-hours as its row says them; 0.00 for one that held no GPU."""
+        return self.gpu_hours.get(allocation_id, Decimal("0.00"))
+
+    @property
+    def total_gpu_hours_said(self) -> float | Decimal:
+        """What the job page says the runs held: their rounded total, but a few GPU-seconds
+        read "< 0.01" (never "0", as the sentences say them), as a run's row does."""
+        return self.exact_gpu_hours if not self.total_gpu_hours and self.exact_gpu_hours else self.total_gpu_hours
 
 
 def run_costs(job_id: int, now: datetime) -> RunCosts:
@@ -286,18 +305,25 @@ def _priced_runs(spans: list[Span], now: datetime) -> dict[int, RunCosts]:
     # GPU-µs × $/GPU-hour, exact: a running sum divided once rounds to the cent as the exact
     # figure does (half to even), as jobs_total_cost rounds it in PostgreSQL.
     exact: dict[int, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    held_us: dict[int, int] = defaultdict(int)  # allocation id → GPU-µs held
     bound: dict[int, int] = {}
     for span in spans:
         end_us = now_us if span.end_us is None else min(span.end_us, now_us)
         exact[span.job_id][span.allocation_id] += span.held_gpu_us_cost(prices, span.start_us, end_us) \
             if end_us > span.start_us else Decimal(0)
+        held_us[span.allocation_id] += span.gpus * max(0, end_us - span.start_us)
         bound[span.allocation_id] = span.start_us
     out = {}
     for job_id, runs in exact.items():
         running, shown, usd = Decimal(0), Decimal("0.00"), {}
+        running_us, shown_hours, hours = 0, Decimal("0.00"), {}
         for allocation_id in sorted(runs, key=lambda a: (bound[a], a)):
             running += runs[allocation_id]
             through = (running / US_PER_HOUR).quantize(CENT)
             usd[allocation_id], shown = through - shown, through
-        out[job_id] = RunCosts(usd=usd, total_usd=shown)
+            running_us += held_us[allocation_id]
+            through_hours = (Decimal(running_us) / US_PER_HOUR).quantize(HUNDREDTH)
+            hours[allocation_id], shown_hours = through_hours - shown_hours, through_hours
+        out[job_id] = RunCosts(usd=usd, total_usd=shown, gpu_hours=hours, total_gpu_hours=shown_hours,
+                               exact_gpu_hours=running_us / float(US_PER_HOUR))
     return out

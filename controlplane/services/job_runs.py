@@ -117,6 +117,15 @@ class Run:
     lost_gpu_hours: float | None
     requeued_after_end: AfterEnd | None
     roles: dict[str, int] = field(default_factory=dict)
+    #: Its GPU-hours as the job page's row says them: rounded cumulatively in bind order
+    #: (`job_costs.RunCosts.gpu_hours`), so the rows add up to the job's GPU-hours above them.
+    shown_gpu_hours: Decimal = Decimal("0.00")
+
+    @property
+    def gpu_hours_cell(self) -> float | Decimal:
+        """What its GPU-hours cell says: its rounded share, but a few GPU-seconds whose share
+        rounded to nothing read "< 0.01" (never "0", as the sentences say them)."""
+        return self.gpu_hours if not self.shown_gpu_hours and self.gpu_hours else self.shown_gpu_hours
 
     @property
     def gpus(self) -> int:
@@ -217,7 +226,8 @@ def describe(job: Job, allocations: Sequence[Allocation], *, first: int, now: da
             generation = (event["data"] or {}).get("generation") if isinstance(event["data"], dict) else None
             if isinstance(generation, int):
                 after_end[generation] = event  # the last one after that run wins
-    return [_run(first + i, a, gpus[a.pk], by_allocation[a.pk], after_end.get(a.generation), now, costs.of(a.pk))
+    return [_run(first + i, a, gpus[a.pk], by_allocation[a.pk], after_end.get(a.generation), now, costs.of(a.pk),
+                 costs.hours_of(a.pk))
             for i, a in enumerate(allocations)]
 
 
@@ -227,7 +237,8 @@ def _data(event: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], list[int]],
-         events: list[dict[str, Any]], requeued: dict[str, Any] | None, now: datetime, cost_usd: Decimal) -> Run:
+         events: list[dict[str, Any]], requeued: dict[str, Any] | None, now: datetime, cost_usd: Decimal,
+         shown_gpu_hours: Decimal) -> Run:
     fenced = next((e for e in events if e["kind"] == EventKind.ALLOCATION_FENCED), None)
     generation = allocation.generation
     fenced_generation = None
@@ -274,7 +285,7 @@ def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], l
         notice=str(notice["message"]) if notice is not None else "",
         placement=[GpuGroup(node, indices, role) for (node, _, role), indices in gpus.items()],
         gpu_hours=round(held_s / 3600, 4), cost_usd=cost_usd, elapsed_s=elapsed, lost_gpu_hours=lost, requeued_after_end=after,
-        roles=roles,
+        roles=roles, shown_gpu_hours=shown_gpu_hours,
     )
 
 

@@ -501,12 +501,14 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "preemption": last_preemption(events),
         "stopping": {"title": OTHER_STOP_TITLES.get(other) or STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
         if stop_text and stop_kind != "job.preempting" else None,
-        # Its GPU-hours and lost work as accounting rolled them up; its cost to now, one figure:
-        # its runs priced by the rollup's rule (the Runs panel's total, the API's total_cost_usd,
-        # the history's Cost), what showback charges it once the rollup has caught up. The page
-        # said the rollup's cost beside the runs' (a few seconds behind: two numbers).
+        # Its active and productive GPU-hours and lost work as accounting rolled them up; its
+        # cost and allocated GPU-hours to now, one figure each: its runs priced and added up by
+        # the rollup's rule (the Runs panel's total, the API's total_cost_usd, the history's
+        # Cost), what showback charges it once the rollup has caught up. The page said the
+        # rollup's cost beside the runs' (a few seconds behind: two numbers), and until 7 Dec the
+        # rollup's GPU-hours (0.03) above runs each rounded on its own (0.01 + 0.01).
         "cost": job_costs.job_cost(job.pk),
-        "cost_usd": job_cost_to_now(job, now, runs),
+        "runs_to_now": job_runs_to_now(job, now, runs),
         "events": events[::-1][:200],
         "event_count": len(events),
         "charts": [figures.job_timeline(segments, events, now=now), placement],
@@ -567,15 +569,16 @@ def taken_said(taken: list[dict[str, Any]], on: str) -> str:
             f"met, and so is any job waiting on {'it' if one else 'them'}: {listed}.")
 
 
-def job_cost_to_now(job: Job, now: datetime, runs: dict[str, Any]) -> Decimal:
-    """What the job has cost up to `now`: its runs priced as showback prices them
-    (`job_costs.run_costs`), the Runs panel's total when the panel priced them (a panel refusing
-    its `runs_before` priced none); $0.00 for a job that never ran."""
-    if runs.get("runs_cost") is not None:
-        return Decimal(runs["runs_cost"])
+def job_runs_to_now(job: Job, now: datetime, runs: dict[str, Any]) -> job_costs.RunCosts:
+    """What the job's runs have cost and held up to `now`, priced as showback prices them and
+    their GPU-hours added up as their rows say them (`job_costs.run_costs`): the Runs panel's when
+    the panel priced them (a panel refusing its `runs_before` priced none); none for a job that
+    never ran."""
+    if runs.get("run_costs") is not None:
+        return runs["run_costs"]  # type: ignore[no-any-return]
     if not job_history.may_have_run(job):
-        return Decimal("0.00")
-    return job_costs.run_costs(job.pk, now).total_usd
+        return job_costs.RunCosts(usd={}, total_usd=Decimal("0.00"))
+    return job_costs.run_costs(job.pk, now)
 
 
 def eta_lately(job: Job, now: datetime) -> dict[str, Any]:
@@ -682,7 +685,7 @@ def job_runs_panel(job: Job, now: datetime, params: Any = None) -> dict[str, Any
     last = first + len(allocations) - 1
     return {
         "runs": job_runs.describe(job, allocations, first=first, now=now, costs=costs),
-        "run_count": total, "runs_cost": costs.total_usd, "runs_before": before if last < total else None,
+        "run_count": total, "runs_cost": costs.total_usd, "run_costs": costs, "runs_before": before if last < total else None,
         "runs_first": first, "runs_last": last,
         # The links: the page before these runs; the page after them (None: the latest, the panel's default).
         "older_runs": first if first > 1 else None,

@@ -91,7 +91,8 @@ def test_a_jobs_cost_says_gpu_hours_by_the_pages_one_rule(client_for, submit_as)
     run_cycle("test", now=timezone.now() - timedelta(hours=1))
     accounting.catch_up(timezone.now())
     html = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
-    said = re.search(r"<dt>GPU-hours</dt><dd>(.*?)</dd>", html).group(1)
-    assert re.fullmatch(r"(0|< 0\.01|[\d,]+\.\d|0\.\d\d) allocated · (0|< 0\.01|[\d,]+\.\d|0\.\d\d) active · "
-                        r"(0|< 0\.01|[\d,]+\.\d|0\.\d\d) productive", said), said
-    assert said.startswith("8.0 allocated"), said
+    said = re.search(r'<dt>GPU-hours</dt><dd id="job-gpu-hours">(.*?)</dd>', html).group(1)
+    # allocated: its runs' total to now, with their two decimals (test_job_page_gpu_hours_add_up.py)
+    assert re.fullmatch(r"[\d,]+\.\d\d allocated to now \(all its runs, as under Runs\) · "
+                        r"(0|< 0\.01|[\d,]+\.\d|0\.\d\d) active · (0|< 0\.01|[\d,]+\.\d|0\.\d\d) productive", said), said
+    assert said.startswith("8.0"), said

@@ -45,7 +45,7 @@ def test_the_job_page_says_one_cost_its_runs_and_showback_agree_on(client_for, s
     cost = re.search(r"<dt>Cost</dt><dd[^>]*>(.*?)</dd>", html, re.S)
     assert cost is not None
     assert strip_tags(cost.group(1)).startswith(f"{usd(total)}, at the prices showback charges"), cost.group(1)
-    assert f"All 2 runs cost {usd(total)}, at the prices showback charges." in html
+    assert f"All 2 runs held 7.02 GPU-hours and cost {usd(total)}, at the prices showback charges." in html
     dollars = set(re.findall(r"\$\d[\d,]*\.\d\d", strip_tags(html.split('id="job-cost"')[1].split("</dl>")[0])))
     assert dollars == {usd(total)}, dollars  # no second figure beside it
 

@@ -63,7 +63,7 @@ def test_the_panel_lists_the_latest_runs_numbered_as_the_whole_list(client_for, 
         assert f'<td class="run-cost">{_usd(ended["cost_usd"])}</td>' in html
         shown = re.search(r'<tr id="run-3"[^>]*>.*?<td class="run-cost">\$([\d,.]+)</td>', html, re.S)
         assert shown and -HALF_CENT <= Decimal(str(running["cost_usd"])) - Decimal(shown[1]) <= CENTS_BETWEEN_REQUESTS
-        total = re.search(r"All 3 runs cost \$([\d,.]+), at the prices showback charges \(to now\)\.", html)
+        total = re.search(r"All 3 runs held [\d,.]+ GPU-hours and cost \$([\d,.]+), at the prices showback charges \(to now\)\.", html)
         assert total and -HALF_CENT <= Decimal(str(api["total_cost_usd"])) - Decimal(total[1]) <= CENTS_BETWEEN_REQUESTS
     assert [r.outcome for r in runs] == ["succeeded", "running"]
     assert api["total_cost_usd"] > 0 and sum(x["cost_usd"] for x in api["results"]) == pytest.approx(

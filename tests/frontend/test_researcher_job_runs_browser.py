@@ -75,7 +75,7 @@ def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(
     assert two[6] == "Succeeded (exit code 0) Exited"
     assert two[7:] == ["2", f"{second.name} ×2", "4.00", usd(cost_two), "own", "–"]
     expect(page.locator("#job-runs-cost")).to_have_text(
-        f"All 2 runs cost {usd(cost_one + cost_two)}, at the prices showback charges.")
+        f"All 2 runs held 7.02 GPU-hours and cost {usd(cost_one + cost_two)}, at the prices showback charges.")
     # The generation links to that run's output.
     expect(page.locator("table.runs tr#run-2 a")).to_have_attribute("href", f"?generation={story.succeeded.generation}")
     alice.screenshot("job-runs")
