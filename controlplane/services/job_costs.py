@@ -22,12 +22,11 @@ from django.db.models.sql.datastructures import Join
 from controlplane.choices import EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PriceRate, UsageRollup
 from controlplane.services.accounting import DAY, held_spans, price_book
+from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from controlplane.services.showback import CENT, hours, rolled_until
 from controlplane.services.usage_tiers import US_PER_HOUR, PriceBook, Span, to_us
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: GPU-hours as a row of runs says them: two decimals (sentences.gpu_hours).
-HUNDREDTH = Decimal("0.01")
 
 
 def job_cost(job_id: int) -> dict[str, Any]:
@@ -55,7 +54,8 @@ class RunCosts:
     """What each run (allocation) of a job has cost, to the cent, and the job's total; and the
     GPU-hours each held, to the hundredth, and the job's total, rounded by the same rule."""
 
-    #: allocation id → $, rounded cumulatively in bind order so the runs add up to `total_usd`.
+    #: allocation id → $, rounded cumulatively in bind order (`run_text.rounded_cumulatively`) so
+    #: the runs add up to `total_usd`.
     usd: dict[int, Decimal]
     total_usd: Decimal
     #: allocation id → GPU-hours held, rounded cumulatively in bind order (as `usd`) so the runs
@@ -77,7 +77,7 @@ class RunCosts:
     def total_gpu_hours_said(self) -> float | Decimal:
         """What the job page says the runs held: their rounded total, but a few GPU-seconds
         read "< 0.01" (never "0", as the sentences say them), as a run's row does."""
-        return self.exact_gpu_hours if not self.total_gpu_hours and self.exact_gpu_hours else self.total_gpu_hours
+        return share_said(self.total_gpu_hours, self.exact_gpu_hours)
 
 
 def run_costs(job_id: int, now: datetime) -> RunCosts:
@@ -315,15 +315,11 @@ def _priced_runs(spans: list[Span], now: datetime) -> dict[int, RunCosts]:
         bound[span.allocation_id] = span.start_us
     out = {}
     for job_id, runs in exact.items():
-        running, shown, usd = Decimal(0), Decimal("0.00"), {}
-        running_us, shown_hours, hours = 0, Decimal("0.00"), {}
-        for allocation_id in sorted(runs, key=lambda a: (bound[a], a)):
-            running += runs[allocation_id]
-            through = (running / US_PER_HOUR).quantize(CENT)
-            usd[allocation_id], shown = through - shown, through
-            running_us += held_us[allocation_id]
-            through_hours = (Decimal(running_us) / US_PER_HOUR).quantize(HUNDREDTH)
-            hours[allocation_id], shown_hours = through_hours - shown_hours, through_hours
-        out[job_id] = RunCosts(usd=usd, total_usd=shown, gpu_hours=hours, total_gpu_hours=shown_hours,
-                               exact_gpu_hours=running_us / float(US_PER_HOUR))
+        in_order = sorted(runs, key=lambda a: (bound[a], a))
+        usd = rounded_cumulatively([runs[a] for a in in_order], CENT, per=US_PER_HOUR)
+        hours = rounded_cumulatively([held_us[a] for a in in_order], HUNDREDTH, per=US_PER_HOUR)
+        out[job_id] = RunCosts(usd=dict(zip(in_order, usd, strict=True)), total_usd=sum(usd, Decimal("0.00")),
+                               gpu_hours=dict(zip(in_order, hours, strict=True)),
+                               total_gpu_hours=sum(hours, Decimal("0.00")),
+                               exact_gpu_hours=sum(held_us[a] for a in in_order) / float(US_PER_HOUR))
     return out

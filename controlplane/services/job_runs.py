@@ -39,6 +39,7 @@ from controlplane.models import Allocation, AllocationGpu, Event, Job
 from controlplane.services import exit_codes
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.job_costs import RunCosts
+from controlplane.services.run_text import share_said
 from controlplane.services.stopping import stopping_label
 from controlplane.services.transitions import (
     FENCED_BECAUSE,
@@ -125,7 +126,7 @@ class Run:
     def gpu_hours_cell(self) -> float | Decimal:
         """What its GPU-hours cell says: its rounded share, but a few GPU-seconds whose share
         rounded to nothing read "< 0.01" (never "0", as the sentences say them)."""
-        return self.gpu_hours if not self.shown_gpu_hours and self.gpu_hours else self.shown_gpu_hours
+        return share_said(self.shown_gpu_hours, self.gpu_hours)
 
     @property
     def gpus(self) -> int:

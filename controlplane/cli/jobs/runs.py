@@ -4,10 +4,12 @@ cost, and the work its requeue lost."""
 from __future__ import annotations
 
 import argparse
+from decimal import Decimal
 from typing import Any
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api
+from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from scheduler_core.sentences import counted, gpu_hours
 
 #: START is the bind (the job's `started_at`, `qm history`'s START, from which ELAPSED, GPU-H and
@@ -41,7 +43,7 @@ def _run_where(run: dict[str, Any]) -> str:
                     for g in run["placement"])
 
 
-def _run_row(run: dict[str, Any]) -> list[Any]:
+def _run_row(run: dict[str, Any], shown_gpu_hours: Decimal) -> list[Any]:
     if run["ended_at"]:
         ended = output.utc_text(run["ended_at"], suffix="")
     elif run["stop_deadline"]:
@@ -53,7 +55,8 @@ def _run_row(run: dict[str, Any]) -> list[Any]:
         run["run"], generation, output.utc_text(run["bound_at"], suffix=""),
         output.utc_text(run["started_at"], suffix=""), ended, output.clock(run["elapsed_s"]), run["ended_how"],
         run["reason"], "" if run["exit_code"] is None else run["exit_code"], run["gpus"], _run_where(run),
-        gpu_hours(run["gpu_hours"], cell=True), f"${run['cost_usd']:,.2f}", "borrowed" if run["borrowed"] else "own",
+        gpu_hours(float(share_said(shown_gpu_hours, run["gpu_hours"])), cell=True), f"${run['cost_usd']:,.2f}",
+        "borrowed" if run["borrowed"] else "own",
         "" if run["lost_gpu_hours"] is None else gpu_hours(run["lost_gpu_hours"], cell=True),
     ]
 
@@ -72,7 +75,12 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     if not runs:
         print(f"Job {job_id} has no runs: it was never bound to GPUs.")
         return 0
-    output.table([_run_row(run) for run in runs], RUNS_COLUMNS)
+    # Each run's GPU-hours rounded cumulatively, as the job page's rows are and as the API rounds
+    # their cents, so the cells add up to the totals line (until 7 Dec each was rounded on its
+    # own: 0.01 and 0.01 above 0.03). From the API's figures, to four places.
+    exact_hours = [Decimal(str(run["gpu_hours"])) for run in runs]
+    shown = rounded_cumulatively(exact_hours, HUNDREDTH)
+    output.table([_run_row(run, share) for run, share in zip(runs, shown, strict=True)], RUNS_COLUMNS)
     for run in runs:
         if run["notice"]:
             print(output.visible(f"run {run['run']}: {run['notice']}"))
@@ -82,13 +90,13 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
             why = f": {after['reason']}" if after["reason"] else ""
             print(output.visible(f"run {run['run']}: then requeued{held} after it ended, by {after['by'] or 'someone'} "
                                  f"at {output.utc_text(after['at'])}{why}"))
-    held = sum(run["gpu_hours"] for run in runs)
+    held_said = float(share_said(sum(shown, Decimal("0.00")), sum(exact_hours, Decimal(0))))
     lost = sum(run["lost_gpu_hours"] or 0 for run in runs)
     cost = sum(round(run["cost_usd"] * 100) for run in runs) / 100  # whole cents: they add up exactly
     requeued = sum(1 for run in runs if run["outcome"] == "requeued")
     which = counted(len(runs), "run") if len(runs) == count else \
         f"Latest {len(runs)} of {count} runs ({runs[0]['run']}–{runs[-1]['run']})"
-    print(f"{which}, {requeued} ended in a requeue; {gpu_hours(held)} GPU-hours held, costing ${cost:,.2f}; "
+    print(f"{which}, {requeued} ended in a requeue; {gpu_hours(held_said)} GPU-hours held, costing ${cost:,.2f}; "
           f"{gpu_hours(lost)} GPU-hours of work lost.")
     if len(runs) < count:
         print(f"All {count} runs cost ${total_cost:,.2f}; `qm runs {job_id}` lists them all.")
