@@ -231,6 +231,17 @@ def job_name(job: dict[str, Any]) -> str:
     return str(job["name"])
 
 
+def number_ranges(numbers: Iterable[int]) -> str:
+    """Whole numbers as runs of consecutive ones, in order: `3–52`, `1, 4–6, 9`."""
+    spans: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(low) if low == high else f"{low}–{high}" for low, high in spans)
+
+
 def nodes_cell(nodes: list[str]) -> str:
     """In the table at most three (`h100-01,h100-02,+6`); JSON and the CSV name every one."""
     if len(nodes) <= 3:

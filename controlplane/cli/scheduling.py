@@ -10,7 +10,7 @@ from typing import Any
 from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, refusal
 from controlplane.services import quota_text
-from controlplane.services.queue_rank_text import rank_in_line
+from controlplane.services.queue_rank_text import rank_in_line, ranks_in_line_never
 from scheduler_core.sentences import counted, gpu_hours
 
 #: How each queue-order plugin sorts, in the words `qm sprio` heads its table with.
@@ -110,13 +110,33 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
           output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
     )
-    for r in never:
-        print(output.visible(f"* Job {r['job']}: {rank_in_line(r['order'], body['in_line'], can_run=False)}."))
+    for line in _never_footnotes(never, body["in_line"]):
+        print(output.visible(line))
     more = body["count"] - len(body["jobs"])
     if more > 0:
         print(f"The first {len(body['jobs']):,} of {body['count']:,}{f' of team {team}' if team else ''}; {more:,} "
               f"more (--limit N for the first N, --all for every one).")
     print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
+
+
+def _never_footnotes(never: list[dict[str, Any]], in_line: int) -> list[str]:
+    """The footnote of the jobs that can never run as asked: a line per job, but one per array for
+    its tasks (in the order they first appear), naming how many, which and their ranks: an array
+    of 50 such tasks had 50 lines, one a task."""
+    by_array: dict[str, list[dict[str, Any]]] = {}
+    for r in never:
+        by_array.setdefault(r["array_id"] if r.get("array_id") else f"job {r['job']}", []).append(r)
+    lines = []
+    for rows in by_array.values():
+        if len(rows) == 1:
+            lines.append(f"* Job {rows[0]['job']}: {rank_in_line(rows[0]['order'], in_line, can_run=False)}.")
+            continue
+        indices = output.number_ranges(r["array_index"] for r in rows)
+        jobs = output.number_ranges(r["job"] for r in rows)
+        ranks = output.number_ranges(r["order"] for r in rows)
+        lines.append(f"* Tasks {indices} of array {rows[0]['name']} ({len(rows)} tasks, jobs {jobs}): "
+                     f"{ranks_in_line_never(ranks, in_line)}.")
+    return lines
 
 
 def cmd_sshare(api: Api, args: argparse.Namespace) -> int:

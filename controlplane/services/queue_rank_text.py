@@ -20,3 +20,11 @@ def rank_in_line(order: int, in_line: int, *, can_run: bool) -> str:
         return f"{order} of {in_line} in line for the next cycle"
     return (f"{order} of {in_line} by priority alone, but as asked it can never run, so the cycle places it after "
             "every job that can start (its queue position)")
+
+
+def ranks_in_line_never(ranks: str, in_line: int) -> str:
+    """`rank_in_line`'s words of several jobs that can never run as asked (an array's tasks, which
+    `qm sprio` says in one footnote): "2–51 of 52 by priority alone, but as asked they can never
+    run, ...". `ranks`: their ranks as said ("2–51", "2–20, 24")."""
+    return (f"{ranks} of {in_line} by priority alone, but as asked they can never run, so the cycle places them "
+            "after every job that can start (their queue positions)")

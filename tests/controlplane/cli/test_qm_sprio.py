@@ -172,3 +172,42 @@ def test_sprio_marks_a_job_that_can_never_run_as_ranked_by_priority_alone(alice_
     # a queue of jobs that can all run keeps its plain ORDER and no footnote
     fits_only = alice_qm("sprio", str(fits.pk)).out
     assert "*" not in fits_only and "by priority alone" not in fits_only, fits_only
+
+
+def test_sprio_says_an_arrays_never_runnable_tasks_once_not_a_line_each(alice_qm, fleet) -> None:
+    """An array whose 50 tasks can never run as asked had a footnote of 50 lines, one a task. Now
+    one line names the array, how many of its tasks, which (indices, job ids), their ranks by
+    priority alone and why; a plain job keeps its own line. `--json` is the API's answer, as it
+    was: a row per task, each with `can_run` false."""
+    now = timezone.now()
+    never = f.make_job(fleet.ml, fleet.production, name="never", gpus=8, submitted_at=now, queue_position=1,
+                       pending_code="CanNeverRun", pending_resolvable=False)
+    array = uuid.uuid4()
+    tasks = [f.make_job(fleet.ml, fleet.research, name="sweep", gpus=64, submitted_at=now - timedelta(minutes=5),
+                        array_id=array, array_index=3 + i, pending_code="CanNeverRun", pending_resolvable=False,
+                        queue_position=2 + i)
+             for i in range(50)]
+    fits = f.make_job(fleet.ml, fleet.research, name="fits", gpus=8, submitted_at=now, queue_position=52,
+                      pending_code="InsufficientGpus")
+
+    run = alice_qm("sprio", "--all")
+    body = json.loads(alice_qm("sprio", "--all", "--json").out)
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert len(lines) == 2 + 52 + 3, run.out
+    assert re.match(rf"1\*\s+{never.pk}\s+never\s", lines[2]), run.out
+    assert re.match(rf"2\*\s+{tasks[0].pk}\s+sweep \[3\]\s", lines[3]), run.out
+    assert re.match(rf"52\s+{fits.pk}\s+fits\s", lines[53]), run.out
+    assert lines[54:] == [
+        f"* Job {never.pk}: 1 of 52 by priority alone, but as asked it can never run, so the cycle places it after "
+        "every job that can start (its queue position).",
+        f"* Tasks 3–52 of array sweep (50 tasks, jobs {tasks[0].pk}–{tasks[-1].pk}): 2–51 of 52 by priority alone, "
+        "but as asked they can never run, so the cycle places them after every job that can start (their queue "
+        "positions).",
+        "52 jobs in line in all; ORDER is the next cycle's.",
+    ]
+    assert [(r["job"], r["array_id"], r["array_index"], r["order"], r["can_run"]) for r in body["jobs"]] == [
+        (never.pk, None, None, 1, False),
+        *[(t.pk, str(array), 3 + i, 2 + i, False) for i, t in enumerate(tasks)],
+        (fits.pk, None, None, 52, True)]
