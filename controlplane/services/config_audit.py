@@ -28,12 +28,14 @@ from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password
 from django.contrib.auth.models import Group, Permission
 from django.db import models, transaction
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from controlplane.choices import EventKind
 from controlplane.models import (
     Cohort,
     Event,
     GpuType,
+    Job,
     Membership,
     Node,
     NotificationHook,
@@ -43,6 +45,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.models.events import actor_name
 from controlplane.services import cohorts, maintenance, nodes, notifications, quotas
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
@@ -261,7 +264,8 @@ def users_access_changed(action: str, instance: Any) -> None:
 
 def user_deleted(user: Any) -> None:
     """Before ``user`` is deleted (pre_delete, whatever deletes them: a page, a queryset's
-    delete in a shell): one `UserDeleted` event, and one per membership that goes with them."""
+    delete in a shell): one `UserDeleted` event, one per membership and hook that goes with them,
+    and one `job.updated` per job they submitted or hold, which loses them."""
     changing = _changing.get()
     if changing is not None:
         changing.changed.pop(user.pk, None)  # the deletion says what they were
@@ -412,6 +416,7 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
             record_config_change(membership, "deleted", config_record(membership), actor, why=gone)
         notifications.deleted_with_owner(NotificationHook.objects.filter(user_id=obj.pk), actor, gone)
+        _record_jobs_losing_user(obj, actor, why, data)
     if verb == "deleted" and isinstance(obj, Node) and obj.pk is not None:
         maintenance.node_deleted(obj, actor)  # its windows lose it, each recorded
     if verb == "deleted" and isinstance(obj, Group) and obj.pk is not None:
@@ -436,6 +441,30 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
                        "priority_classes": [name for name in was["priority_classes"] if name != obj.name]}
             record_config_change(team, "changed", was, actor, why=f" (class {obj.name} deleted)", after=becomes)
     return event
+
+
+def _record_jobs_losing_user(user: Any, actor: str, why: str, data: dict[str, Any] | None) -> int:
+    """Before ``user`` is deleted: one `job.updated` event on each job they submitted or hold,
+    which the deletion leaves with none (Job.submitter and Job.held_by are SET_NULL), by the
+    deletion's ``actor``. One query for the jobs and one insert per 2,000 events, whatever their
+    number (a user with a year of sweeps has thousands). Returns how many."""
+    name = user.get_username()
+    at = timezone.now()
+    events = []
+    for pk, team_id, state, submitted, held in (
+        Job.objects.filter(Q(submitter_id=user.pk) | Q(held_by_id=user.pk)).order_by("pk")
+        .values_list("pk", "team_id", "state", "submitter_id", "held_by_id")
+    ):
+        submitter, holder = submitted == user.pk, held == user.pk
+        role = "submitter and holder" if submitter and holder else "submitter" if submitter else "holder"
+        changes = {**({"submitter": [name, None]} if submitter else {}), **({"held_by": [name, None]} if holder else {})}
+        events.append(Event(**event_fields(
+            EventKind.JOB_UPDATED, actor, job=Job(pk=pk, team_id=team_id), at=at,
+            reason="SubmitterDeleted" if submitter else "HolderDeleted",
+            message=f"Its {role} {name} was deleted by {actor_name(actor)}{'; it stays held' if holder else ''}{why}",
+            data={"changes": changes, "state": state, "user": name, **(data or {})})))
+    Event.objects.bulk_create(events, batch_size=2000)
+    return len(events)
 
 
 def _teams_using(priority_class: PriorityClass) -> models.QuerySet[Team]:
