@@ -96,11 +96,12 @@ def record_user_delete(sender: type[models.Model], instance: Any, **kwargs: Any)
 @receiver(m2m_changed, sender=get_user_model().user_permissions.through,
           dispatch_uid="qm-user-permissions-changed-record")
 def record_user_access_change(sender: type[models.Model], instance: Any, action: str, reverse: bool,
-                              pk_set: Any, **kwargs: Any) -> None:
+                              pk_set: Any, using: str, **kwargs: Any) -> None:
     """A user's groups or permissions, changed from either side (`bob.groups.add(ops)`,
-    `ops.user_set.add(bob)`, the user's admin page): what they may change on the admin's pages."""
+    `ops.user_set.add(bob)`, `bob.groups.set([ops])`, the user's admin page): what they may
+    change on the admin's pages."""
     config_audit.users_access_changing(action, instance, reverse, pk_set)
-    config_audit.users_access_changed(action, instance)
+    config_audit.users_access_changed(action, instance, sender, using)
 
 
 @receiver(pre_save, sender=PriceRate, dispatch_uid="qm-price-rate-remember-previous")

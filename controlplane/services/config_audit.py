@@ -174,20 +174,20 @@ def _origin() -> tuple[str, CommandLine | UnnamedProcess | None]:
 
 
 def _record_user_change(user: Any, before: dict[str, Any], actor: str,
-                        origin: CommandLine | UnnamedProcess | None, why: str = "") -> None:
-    record_config_change(user, "changed", before, actor, why=why + (origin.said if origin else ""),
-                         data=origin.data if origin else None)
+                        origin: CommandLine | UnnamedProcess | None, why: str = "") -> Event | None:
+    return record_config_change(user, "changed", before, actor, why=why + (origin.said if origin else ""),
+                                data=origin.data if origin else None)
 
 
-def _user_changed(user: Any, before: dict[str, Any]) -> None:
-    """``user`` changed from ``before``: recorded now, or at the end of the page or command
-    changing them (`changing_users`), once for all its changes."""
+def _user_changed(user: Any, before: dict[str, Any]) -> Event | None:
+    """``user`` changed from ``before``: recorded now (the event returned), or at the end of the
+    page or command changing them (`changing_users`), once for all its changes (None)."""
     changing = _changing.get()
     if changing is not None:
         changing.changed.setdefault(user.pk, (user, before))
-        return
+        return None
     actor, origin = _origin()
-    _record_user_change(user, before, actor, origin)
+    return _record_user_change(user, before, actor, origin)
 
 
 class StoredUser(NamedTuple):
@@ -249,17 +249,75 @@ def _users_of(instance: Any) -> str:
     return "groups" if isinstance(instance, Group) else "user_permissions"
 
 
-def users_access_changed(action: str, instance: Any) -> None:
+class _AccessRemoval:
+    """Users' groups or permissions just removed or cleared with no page or command running
+    (`changing_users` gathers its own), each recorded: user pk → its event and its record
+    before. A `set()` removes what goes, then adds what comes, on the same manager in one
+    transaction: that add completes these events (`users_access_changed`), so the change is one
+    event from before to after, as the admin's page records it, not "ops → none", "none → ops"."""
+
+    def __init__(self, sender: Any, instance: Any, events: dict[Any, tuple[Event, dict[str, Any]]],
+                 using: str) -> None:
+        self.sender, self.instance, self.events, self.using = sender, instance, events, using
+        # Its transaction's mark: the connection keeps it until that transaction (or the
+        # savepoint it was made in) commits or rolls back; the only way Django tells an add in
+        # the same transaction from one in the next (the shell's autocommit commits each call).
+        self.mark = self._committed
+        transaction.on_commit(self.mark, using=using)
+
+    def _committed(self) -> None:
+        if _access_removal.get() is self:
+            _access_removal.set(None)
+
+    def completed_by(self, sender: Any, instance: Any, using: str) -> bool:
+        """Whether an add of ``sender``'s rows on ``instance`` is this removal's `set()` going on."""
+        if sender is not self.sender or instance is not self.instance or using != self.using:
+            return False
+        connection = transaction.get_connection(using)
+        return connection.in_atomic_block and any(entry[1] is self.mark for entry in connection.run_on_commit)
+
+
+#: The last access removal recorded, until any other change is (`record_config_change`).
+_access_removal: ContextVar[_AccessRemoval | None] = ContextVar("qm_access_removal", default=None)
+
+
+def users_access_changed(action: str, instance: Any, sender: Any, using: str) -> None:
     """After the change (post_add, post_remove, post_clear): each user whose groups or
     permissions moved is one `UserChanged` event, whatever changed them (the user's admin page,
-    `bob.groups.add(…)` or `group.user_set.add(…)` in a shell)."""
+    `bob.groups.add(…)` or `group.user_set.add(…)` in a shell); `bob.groups.set(…)`, a removal
+    then an add in one transaction, one from before the removal to after the add
+    (`_AccessRemoval`)."""
     if not action.startswith("post_"):
         return
     before = getattr(instance, "_qm_access_before", None) or {}
     instance._qm_access_before = None
+    removal = _access_removal.get()
+    _access_removal.set(None)
+    completing = removal.events if (action == "post_add" and removal is not None
+                                    and removal.completed_by(sender, instance, using)) else {}
+    recorded: dict[Any, tuple[Event, dict[str, Any]]] = {}
     for user, record in before.values():
-        if record != config_record(user):
-            _user_changed(user, record)
+        if user.pk in completing:
+            _complete_access_change(user, *completing[user.pk])
+        elif record != config_record(user) and (event := _user_changed(user, record)) is not None:
+            recorded[user.pk] = (event, record)
+    if action in ("post_remove", "post_clear") and recorded:
+        _access_removal.set(_AccessRemoval(sender, instance, recorded, using))
+
+
+def _complete_access_change(user: Any, event: Event, first: dict[str, Any]) -> None:
+    """``event`` recorded ``user``'s groups or permissions removed by a `set()` from ``first``:
+    it says the whole change now that the set's add is done, or goes when the set changed
+    nothing (the groups they had, set again with clear=True). Still in the transaction that
+    wrote it: no one has read it."""
+    after = config_record(user)
+    if after == first:
+        Event.objects.filter(pk=event.pk).delete()
+        return
+    _, origin = _origin()
+    fields = _config_event_fields(user, "changed", first, after, event.actor,
+                                  why=origin.said if origin else "", data=origin.data if origin else None)
+    Event.objects.filter(pk=event.pk).update(message=fields["message"], data=fields["data"])
 
 
 def user_deleted(user: Any) -> None:
@@ -289,6 +347,7 @@ def password_saved(user: Any, before: str | None) -> Event | None:
         return None
     if getattr(user, "_password", None) is None and _rehashed(before, user.password):
         return None
+    _access_removal.set(None)
     actor, origin = _origin()
     name = user.get_username()
     usable = user.has_usable_password()
@@ -386,19 +445,14 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     or command that made the change, `user_saved`)."""
     if not audited(obj):
         return None
+    _access_removal.set(None)  # a set()'s add completes its removal's events only right after it
     if verb == "deleted":
         after = None
     elif after is None:
         after = config_record(obj)
     if verb == "changed" and before == after:
         return None
-    label = str(obj._meta.verbose_name)
-    fields = event_fields(
-        EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
-        message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{what_changed(before, after)}"
-                 f"{_price_said(obj, verb, before, after)}{why}"),
-        data={"model": obj._meta.model_name, "before": before, "after": after, **(data or {})},
-    )
+    fields = _config_event_fields(obj, verb, before, after, actor, why, data)
     # Written before a deletion: the event keeps pointing at the record until it goes
     # (Event.node and Event.team are SET_NULL), and its message names it for ever.
     if isinstance(obj, Node):
@@ -441,6 +495,17 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
                        "priority_classes": [name for name in was["priority_classes"] if name != obj.name]}
             record_config_change(team, "changed", was, actor, why=f" (class {obj.name} deleted)", after=becomes)
     return event
+
+
+def _config_event_fields(obj: models.Model, verb: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
+                         actor: str, why: str, data: dict[str, Any] | None) -> dict[str, Any]:
+    label = str(obj._meta.verbose_name)
+    return event_fields(
+        EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
+        message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{what_changed(before, after)}"
+                 f"{_price_said(obj, verb, before, after)}{why}"),
+        data={"model": obj._meta.model_name, "before": before, "after": after, **(data or {})},
+    )
 
 
 def _record_jobs_losing_user(user: Any, actor: str, why: str, data: dict[str, Any] | None) -> int:

@@ -230,6 +230,67 @@ def test_a_group_joined_or_left_in_a_shell_from_either_side_is_recorded(in_a_she
     ]
 
 
+def test_groups_and_permissions_set_in_a_shell_are_one_event_each_from_before_to_after(in_a_shell) -> None:
+    """`set()` removes what goes, then adds what comes (two m2m_changed pairs): until 7 Dec that
+    was two events, "groups quota-editors → none" and "groups none → ops", though it is one
+    change, as the user's admin page records it."""
+    bob = f.make_user("bob")
+    editors, ops = _quota_editors(), Group.objects.create(name="ops")
+    bob.groups.add(editors)
+    bob.user_permissions.add(Permission.objects.get(codename="delete_team"))
+    Event.objects.all().delete()
+
+    bob.groups.set([ops])
+    bob.user_permissions.set([Permission.objects.get(codename="change_pricerate")])
+    bob.groups.set([editors, ops], clear=True)  # clear, then add all: one event too
+    bob.groups.set([editors, ops], clear=True)  # the same groups again: no change, no event
+
+    assert [(e.actor, e.message.split(" (process")[0]) for e in _user_events()] == [
+        ("process:ops", "User bob changed: groups quota-editors → ops"),
+        ("process:ops", "User bob changed: permissions controlplane.delete_team → controlplane.change_pricerate"),
+        ("process:ops", "User bob changed: groups ops → ops, quota-editors"),
+    ]
+    first = _user_events()[0]
+    assert first.data["before"]["groups"] == ["quota-editors"] and first.data["after"]["groups"] == ["ops"]
+    assert sorted(g.name for g in get_user_model().objects.get(username="bob").groups.all()) == ["ops",
+                                                                                                 "quota-editors"]
+
+
+def test_a_groups_members_set_in_a_shell_are_one_event_per_user_whose_groups_changed(in_a_shell) -> None:
+    bob, carol, dora = f.make_user("bob"), f.make_user("carol"), f.make_user("dora")
+    editors = _quota_editors()
+    editors.user_set.add(bob, carol)
+    Event.objects.all().delete()
+
+    editors.user_set.set([carol, dora])  # bob leaves, dora joins, carol stays
+    editors.user_set.set([carol, dora], clear=True)  # all leave and come back: no change
+
+    assert sorted(e.message.split(" (process")[0] for e in _user_events()) == [
+        "User bob changed: groups quota-editors → none",
+        "User dora changed: groups none → quota-editors",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_group_left_then_joined_in_two_transactions_is_two_events(in_a_shell) -> None:
+    """Each committed change is its own event: only a change made in one transaction (a set())
+    is recorded as one."""
+    bob = f.make_user("bob")
+    editors, ops = _quota_editors(), Group.objects.create(name="ops")
+    bob.groups.add(editors)
+    Event.objects.all().delete()
+
+    bob.groups.remove(editors)  # the shell's autocommit: committed here
+    bob.groups.add(ops)
+    bob.groups.set([editors])  # one transaction: one event
+
+    assert [e.message.split(" (process")[0] for e in _user_events()] == [
+        "User bob changed: groups quota-editors → none",
+        "User bob changed: groups none → ops",
+        "User bob changed: groups ops → quota-editors",
+    ]
+
+
 def test_a_groups_permissions_changed_and_the_group_deleted_on_its_page_are_recorded(boss) -> None:
     bob = f.make_user("bob")
     editors = _quota_editors()
