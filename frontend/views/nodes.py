@@ -413,6 +413,9 @@ def node_json(request: HttpRequest, name: str) -> JsonResponse:
     payload = node_payload(request, node)
     windows = {"maintenance": node_maintenance(request, node, payload["is_admin"])}
     return JsonResponse({
+        # The node's state, as the job page's JSON gives the job's: an action's notice on the page
+        # ("a100-04: ready → cordoned: ...") goes once the node has moved on (qm.js settleActionResult).
+        "state": node.state,
         "charts": figures.charts_json(payload["charts"]),
         "html": {"node-status": render_to_string("frontend/_node_status.html", payload, request=request),
                  "node-maintenance-windows": render_to_string("frontend/_maintenance_windows.html", windows,

@@ -17,7 +17,7 @@ from controlplane.choices import JobState
 from controlplane.models import Node
 from controlplane.services.cycle import run_cycle
 from controlplane.services.jobs import SubmitRequest, submit
-from controlplane.services.nodes import cordon
+from controlplane.services.nodes import cordon, uncordon
 from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -74,3 +74,25 @@ def test_a_node_page_shows_a_cordon_a_bound_job_and_a_heartbeat_without_a_reload
     expect(page.locator("#live-banner")).to_be_hidden(timeout=LIVE_TIMEOUT_MS)
     admin.errors = [e for e in admin.errors if "ERR_INTERNET_DISCONNECTED" not in e]
 
+
+def test_a_cordon_notice_goes_once_the_node_has_moved_on(session: Any) -> None:  # noqa: F811
+    """As on a job's page: the notice an action left ("a100-04: ready → cordoned: no new work goes
+    there; ...") speaks of the node as the action left it, and goes once a live update shows it
+    otherwise (uncordoned by another operator); it stood above the Ready badge until a reload."""
+    admin = session("admin")
+    admin.open(f"/nodes/{WATCHED}/")
+    page = admin.page
+    notice = page.locator("#action-result")
+
+    page.click("[data-node-action=cordon]")
+
+    expect(notice).to_have_text(f"{WATCHED}: ready → cordoned: no new work goes there; nothing runs there.",
+                                timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#node-state .badge")).to_have_text("Cordoned", timeout=LIVE_TIMEOUT_MS)
+    page.evaluate("() => QM.poll()")
+    expect(notice).to_be_visible()  # the state still bears it out
+
+    uncordon(Node.objects.get(name=WATCHED), user("admin"))
+    page.evaluate("() => QM.poll()")
+    expect(page.locator("#node-state .badge")).to_have_text("Ready", timeout=LIVE_TIMEOUT_MS)
+    expect(notice).to_be_hidden()

@@ -946,7 +946,8 @@
 
   /* An action's notice ("Job 10 is stopping: its processes get 30 s to exit.") speaks of the job
      as the action left it: once the job moves on (its processes exited: Cancelled) it is taken
-     away, where it stood above a Cancelled badge until the page was reloaded. */
+     away, where it stood above a Cancelled badge until the page was reloaded. A node's page
+     gives its node's state the same way ("h100-03: ready → cordoned: …" goes once uncordoned). */
   function settleActionResult(state) {
     var out = document.getElementById("action-result");
     if (!out || out.hidden || !out.dataset.forState || out.dataset.forState === state) return;
