@@ -11,8 +11,9 @@ theirs), do the work that belongs to the services. So the models import no servi
 - A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`).
   A user created, changed in who they are or what they may do (their groups and permissions
   too, changed from either side), given a password or deleted, by whatever path, is one event each (`UserCreated`, `UserChanged`, `UserPasswordChanged`,
-  `UserDeleted`, and a `job.updated` on each job the deleted user submitted or held, which
-  loses them: `services/config_audit.user_saved`, `user_deleted`; the user as stored before
+  `UserDeleted`, and a `job.updated` on each job the deleted user submitted or held and a
+  `MaintenanceWindowChanged` on each window they created or cancelled, which lose them:
+  `services/config_audit.user_saved`, `user_deleted`; the user as stored before
   the save read at pre_save).
 - A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
   `user_login_failed`) counts against its username (`api/throttling.sign_in_failed`).

@@ -323,7 +323,8 @@ def _complete_access_change(user: Any, event: Event, first: dict[str, Any]) -> N
 def user_deleted(user: Any) -> None:
     """Before ``user`` is deleted (pre_delete, whatever deletes them: a page, a queryset's
     delete in a shell): one `UserDeleted` event, one per membership and hook that goes with them,
-    and one `job.updated` per job they submitted or hold, which loses them."""
+    one `job.updated` per job they submitted or hold and one `MaintenanceWindowChanged` per
+    maintenance window they created or cancelled, which lose them."""
     changing = _changing.get()
     if changing is not None:
         changing.changed.pop(user.pk, None)  # the deletion says what they were
@@ -465,12 +466,14 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         _record_team_cascade(obj, actor)
     if verb == "deleted" and _is_user(obj) and obj.pk is not None:
         # Membership.user and NotificationHook.user are CASCADE: the user's roles and hooks go
-        # with them, each recorded.
+        # with them, each recorded; Job.submitter, Job.held_by, MaintenanceWindow.created_by and
+        # .cancelled_by are SET_NULL: those records stay without them, each recorded.
         gone = f" (user {obj.get_username()} deleted)"  # type: ignore[attr-defined]
         for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
             record_config_change(membership, "deleted", config_record(membership), actor, why=gone)
         notifications.deleted_with_owner(NotificationHook.objects.filter(user_id=obj.pk), actor, gone)
         _record_jobs_losing_user(obj, actor, why, data)
+        maintenance.user_deleted(obj, actor, why, data)  # the windows they created or cancelled
     if verb == "deleted" and isinstance(obj, Node) and obj.pk is not None:
         maintenance.node_deleted(obj, actor)  # its windows lose it, each recorded
     if verb == "deleted" and isinstance(obj, Group) and obj.pk is not None:
