@@ -300,6 +300,14 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
         with config_audit.changing_users(_actor(request)):
             super().delete_queryset(request, queryset)
 
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        """The confirmation page (and "Delete selected users") also says what the deletion empties
+        in the records that stay, which Django's list of what goes leaves out: the jobs the user
+        submitted or holds, the maintenance windows they created or cancelled, counted."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return [*deleted, *(line for obj in objs for line in config_audit.deletion_consequences(obj))], \
+            counts, perms_needed, protected
+
     @admin.display(description="roles")
     def roles(self, user: Any) -> str:
         said = sorted(f"{m.role} of {m.team.name}" if m.team_id and m.role != Role.FINANCE else str(m.role) for m in user.memberships.all())

@@ -588,7 +588,10 @@ def _record_team_cascade(team: Team, actor: str) -> None:
 def deletion_consequences(obj: models.Model) -> list[str]:
     """What deleting ``obj`` does to the records that point at it without being deleted, one
     line each (the admin's confirmation page): a priority class that is a team's default; a
-    quota whose team's running jobs hold GPUs of its type; a node's maintenance windows."""
+    quota whose team's running jobs hold GPUs of its type; a node's maintenance windows; a
+    user's jobs and maintenance windows."""
+    if _is_user(obj):
+        return _user_leaves(obj)
     if isinstance(obj, Node):
         return maintenance.windows_left(obj)
     if isinstance(obj, Quota):
@@ -614,6 +617,27 @@ def deletion_consequences(obj: models.Model) -> list[str]:
             lines.append(f"Team {team.name} may no longer submit in {obj.name}; it keeps "
                          f"{', '.join(n for n in names if n != obj.name)}")
     return lines
+
+
+def _user_leaves(user: Any) -> list[str]:
+    """What a user's deletion empties and keeps (SET_NULL, which Django's list of what goes
+    leaves out), counted: the jobs they submitted or hold, the maintenance windows they created or
+    cancelled, each recorded by the deletion (`_record_jobs_losing_user`,
+    `maintenance.user_deleted`). One query for the jobs and one for the windows, whatever their
+    number."""
+    name = user.get_username()
+    jobs = Job.objects.filter(Q(submitter_id=user.pk) | Q(held_by_id=user.pk)).aggregate(
+        submitted=Count("pk", filter=Q(submitter_id=user.pk)), held=Count("pk", filter=Q(held_by_id=user.pk)))
+    created, cancelled = maintenance.windows_touched_by(user)
+    on_jobs, on_windows = ("its events say so", "each job's events say so"), \
+        ("the audit trail says so", "the audit trail says so of each")
+    said = [(jobs["submitted"], "submitted", "job", "", "submitter", on_jobs),
+            (jobs["held"], "holds", "job", " held", "holder", on_jobs),
+            (created, "created", "maintenance window", "", "creator", on_windows),
+            (cancelled, "cancelled", "maintenance window", " cancelled", "canceller", on_windows)]
+    return [f"{name} {did} {n:,} {noun}{'' if n == 1 else 's'}: {'it stays' if n == 1 else 'they stay'}{stays}, "
+            f"with no {who}, and {trail[0] if n == 1 else trail[1]}"
+            for n, did, noun, stays, who, trail in said if n]
 
 
 def deleted_with(obj: models.Model) -> list[str]:

@@ -437,6 +437,14 @@ def user_deleted(user: Any, actor: str, why: str, data: dict[str, Any] | None) -
     return len(events)
 
 
+def windows_touched_by(user: Any) -> tuple[int, int]:
+    """How many windows ``user`` created, and cancelled: what their deletion leaves without a
+    creator or canceller. One query."""
+    counts = MaintenanceWindow.objects.filter(Q(created_by_id=user.pk) | Q(cancelled_by_id=user.pk)).aggregate(
+        created=Count("pk", filter=Q(created_by_id=user.pk)), cancelled=Count("pk", filter=Q(cancelled_by_id=user.pk)))
+    return counts["created"], counts["cancelled"]
+
+
 def windows_left(node: Node) -> list[str]:
     """One line per window ``node`` is in, for what deleting it answers."""
     lines = []
