@@ -20,6 +20,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 import scheduler_core as engine
+from controlplane.models.jobs import fill_numbers
 from controlplane.services import access
 from controlplane.services.snapshot import read_queue, scheduler_config
 
@@ -78,7 +79,8 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
     when given), from `order` (read now when not given): those from `offset`, at most `limit`
     (every one from `offset` when None). The jobs a reader may see are their teams' (access's
     scope), told apart by the order's team names; only the page's jobs are read, for their
-    names and array indices (one query however many wait)."""
+    names, array indices and, of a job that can never run as asked, the reason the last cycle
+    stored (one query however many wait)."""
     if order is None:
         order = queue_order(now)
     factors = order.factors
@@ -90,22 +92,31 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
     shown = kept[offset:] if limit is None else kept[offset:offset + limit]
     # Each job's name, and its array and index: a task is named `sweep [3]`, as the job list says it;
     # and whether it can run as asked (the last cycle's word): one that never can is ranked here by
-    # priority alone, and the cycle places it after every job that can start.
-    names = {pk: (name, array_id, index, resolvable)
-             for pk, name, array_id, index, resolvable in access.visible_jobs(user).filter(
-                 pk__in=[int(f.job_id) for f in shown]).values_list("pk", "name", "array_id", "array_index",
-                                                                    "pending_resolvable")}
+    # priority alone, and the cycle places it after every job that can start. Of one that never can,
+    # why, as the last cycle stored it (its code, its sentence's words and, in its place, their
+    # numbers): read with the names, in the same query (a join), not decided here.
+    jobs = {row[0]: row[1:] for row in access.visible_jobs(user).filter(
+        pk__in=[int(f.job_id) for f in shown]).values_list(
+            "pk", "name", "array_id", "array_index", "pending_resolvable", "pending_code", "pending_words",
+            "place__numbers")}
+    rows = []
+    for f in shown:
+        job = jobs.get(int(f.job_id))
+        if job is None:
+            continue
+        name, array_id, index, can_run, code, words, numbers = job
+        rows.append({
+            "job": int(f.job_id), "name": name, "array_id": str(array_id) if array_id else None,
+            "array_index": index, "order": f.order, "team": f.team, "priority_class": f.priority_class,
+            "class_value": f.class_value, "aging_points": f.aging_points, "effective_priority": f.effective_priority,
+            "team_share": f.team_share, "runtime_limit_s": f.runtime_limit_s, "can_run": can_run,
+            "reason_code": None if can_run else code or None,
+            "reason": None if can_run else fill_numbers(words, numbers.split() if numbers else []) or None})
     return QueuePriorities(
         at=order.at,
         queue_order=order.queue_order,
         in_line=len(factors),
-        jobs=[{"job": int(f.job_id), "name": names[int(f.job_id)][0],
-               "array_id": str(names[int(f.job_id)][1]) if names[int(f.job_id)][1] else None,
-               "array_index": names[int(f.job_id)][2], "order": f.order, "team": f.team,
-               "priority_class": f.priority_class, "class_value": f.class_value, "aging_points": f.aging_points,
-               "effective_priority": f.effective_priority, "team_share": f.team_share,
-               "runtime_limit_s": f.runtime_limit_s, "can_run": names[int(f.job_id)][3]}
-              for f in shown if int(f.job_id) in names],
+        jobs=rows,
         team_shares=dict(sorted({f.team: f.team_share for f in factors}.items())),
         count=len(kept),
         offset=offset,

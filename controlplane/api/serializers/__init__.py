@@ -3,7 +3,8 @@ that need the database (defaults, names, what the fleet can run) live in service
 
 - fields.py: what every resource's serializers share (StrictFieldsMixin,
   ConstraintCheckedModelSerializer, NamedChoiceField, NamedRecordField, NameField, EnvField, ...);
-- sentences.py: the API's sentences as their reader is told them (said, engine_times, utc_second);
+- sentences.py: the API's sentences as their reader is told them (said, SaidField, engine_times,
+  utc_second);
 - jobs.py: a job as the API answers it (JobSerializer, job_payload, the GPUs it holds) and the
   answers of its actions and its arrays';
 - job_requests.py: what a submit, a change, a hold or a requeue sends (JobSubmitSerializer,
@@ -14,8 +15,8 @@ that need the database (defaults, names, what the fleet can run) live in service
   scheduler's view.
 
 They import each other one way: fields and sentences import none of them, jobs those two,
-job_requests jobs, submit_fast_path job_requests; fleet, runs and auth only fields and
-sentences, metrics none. Every public name is re-exported here; code in controlplane/ and frontend/ imports
+job_requests jobs, submit_fast_path job_requests; fleet, runs, auth and metrics only fields and
+sentences. Every public name is re-exported here; code in controlplane/ and frontend/ imports
 it from its module."""
 
 from controlplane.api.serializers.auth import (
@@ -111,7 +112,7 @@ from controlplane.api.serializers.metrics import (
     SchedulerPolicySerializer,
 )
 from controlplane.api.serializers.runs import JobRunSerializer, RunAfterEndSerializer, RunGpusSerializer
-from controlplane.api.serializers.sentences import engine_times, said, utc_second
+from controlplane.api.serializers.sentences import SaidField, engine_times, said, utc_second
 from controlplane.api.serializers.submit_fast_path import plain_submit_request
 
 __all__ = [
@@ -178,6 +179,7 @@ __all__ = [
     "RequeueSerializer",
     "RunAfterEndSerializer",
     "RunGpusSerializer",
+    "SaidField",
     "SchedulerLeaderSerializer",
     "SchedulerPolicySerializer",
     "StrictFieldsMixin",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from controlplane.api.serializers.fields import no_record_named
+from controlplane.api.serializers.sentences import SaidField
 from controlplane.filtersets import JOBS_SCOPE
 from controlplane.services import access, eta_record
 
@@ -68,6 +69,16 @@ class JobPriorityRowSerializer(serializers.Serializer):
     can_run = serializers.BooleanField(
         help_text="False for a job that can never run as asked (CanNeverRun): its `order` is by priority alone, and "
                   "the cycle places it after every job that can start (its queue_position).")
+    reason_code = serializers.CharField(
+        allow_null=True,
+        help_text="Of a job that can never run as asked, the engine's reason as the last cycle stored it (its "
+                  "PascalCase code: CanNeverRun, InvalidRequest, UnknownPriorityClass), as `jobs/{id}/explain/`'s "
+                  "`reason_code`; null for a job that can run (why it waits moves each cycle: see its explain).")
+    reason = SaidField(
+        allow_null=True,
+        help_text="Of a job that can never run as asked, the engine's sentence saying why, with its numbers, as "
+                  "`jobs/{id}/explain/`'s `reason` (\"Can never run on this fleet: it needs 16 GPUs on one node; the "
+                  "largest capable node has 8.\"); null for a job that can run.")
 
 
 class JobPrioritySerializer(serializers.Serializer):

@@ -1,11 +1,15 @@
 """Sentences as the API and the pages say them: the engine's `t=<Unix seconds>` (engine_times)
 and a stored instant to the nearest second (utc_second), in UTC; and a stored sentence as its
-reader is told it (said: those times, and other teams' jobs by their team only)."""
+reader is told it (said: those times, and other teams' jobs by their team only; SaidField, a
+field of such a sentence)."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from rest_framework import serializers
 
 from controlplane.services import job_mentions
 
@@ -39,3 +43,10 @@ def said(text: str) -> str:
     of this request is told it: its engine times in UTC and the jobs of teams the reader may
     not read by their team only (`controlplane.services.job_mentions`)."""
     return engine_times(job_mentions.say(text))
+
+
+class SaidField(serializers.CharField):
+    """A stored sentence in an answer, as its reader is told it (`said`)."""
+
+    def to_representation(self, value: Any) -> str:
+        return said(str(value))
