@@ -404,7 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "tries them, each with its priority (its class's value plus the points "
                                    "waiting added), its team's dominant share (fair share: among equal "
                                    "priorities the lower goes first) and its runtime limit. Held jobs and jobs "
-                                   "waiting for a dependency are not in line. The first 50 unless --limit N or "
+                                   "waiting for a dependency are not in line. A job that can never run as asked "
+                                   "is marked * and said below the table, with why. The first 50 unless --limit N or "
                                    "--all. --json: the API's answer (GET /api/v1/jobs/priority/: its page, "
                                    "with `count` and `next`; with --all every page's jobs in one answer).")
     p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j): one not in line is said "

@@ -102,7 +102,8 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
                 "are not in line).")
         return
     # A job that can never run as asked is ranked by priority alone: its ORDER is marked and a
-    # footnote says so, in the words of its page and `qm explain` (as Slurm's sinfo marks a cell `*`).
+    # footnote says so, in the words of its page and `qm explain` (as Slurm's sinfo marks a cell `*`),
+    # and why, as the engine said it.
     never = [r for r in body["jobs"] if r.get("can_run") is False]
     output.table(
         [(f"{r['order']}*" if r in never else r["order"], r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
@@ -120,22 +121,25 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
 
 
 def _never_footnotes(never: list[dict[str, Any]], in_line: int) -> list[str]:
-    """The footnote of the jobs that can never run as asked: a line per job, but one per array for
-    its tasks (in the order they first appear), naming how many, which and their ranks: an array
-    of 50 such tasks had 50 lines, one a task."""
-    by_array: dict[str, list[dict[str, Any]]] = {}
+    """The footnote of the jobs that can never run as asked: a line per job, but one per array and
+    reason for its tasks (in the order they first appear), naming how many, which and their ranks;
+    each line ends with why, in the engine's sentence as the last cycle stored it (the row's
+    `reason`, `qm explain`'s): an array of 50 such tasks had 50 lines, one a task, and no line said why."""
+    groups: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for r in never:
-        by_array.setdefault(r["array_id"] if r.get("array_id") else f"job {r['job']}", []).append(r)
+        who = r["array_id"] if r.get("array_id") else f"job {r['job']}"
+        groups.setdefault((who, r.get("reason")), []).append(r)
     lines = []
-    for rows in by_array.values():
+    for (_, reason), rows in groups.items():
+        why = f" {reason}" if reason else ""
         if len(rows) == 1:
-            lines.append(f"* Job {rows[0]['job']}: {rank_in_line(rows[0]['order'], in_line, can_run=False)}.")
+            lines.append(f"* Job {rows[0]['job']}: {rank_in_line(rows[0]['order'], in_line, can_run=False)}.{why}")
             continue
         indices = output.number_ranges(r["array_index"] for r in rows)
         jobs = output.number_ranges(r["job"] for r in rows)
         ranks = output.number_ranges(r["order"] for r in rows)
         lines.append(f"* Tasks {indices} of array {rows[0]['name']} ({len(rows)} tasks, jobs {jobs}): "
-                     f"{ranks_in_line_never(ranks, in_line)}.")
+                     f"{ranks_in_line_never(ranks, in_line)}.{why}")
     return lines
 
 

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import JobState
+from controlplane.services.cycle import run_cycle
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.slow
@@ -166,7 +167,7 @@ def test_sprio_marks_a_job_that_can_never_run_as_ranked_by_priority_alone(alice_
     assert re.match(rf"1\*\s+{never.pk}\s+never\s", lines[2]), run.out
     assert re.match(rf"2\s+{fits.pk}\s+fits\s", lines[3]), run.out
     assert lines[4] == (f"* Job {never.pk}: 1 of 2 by priority alone, but as asked it can never run, so the cycle "
-                        "places it after every job that can start (its queue position).")
+                        "places it after every job that can start (its queue position). As asked it can never run.")
     assert lines[5] == "2 jobs in line in all; ORDER is the next cycle's."
     assert [(r["job"], r["can_run"]) for r in body["jobs"]] == [(never.pk, False), (fits.pk, True)]
     # a queue of jobs that can all run keeps its plain ORDER and no footnote
@@ -211,3 +212,42 @@ def test_sprio_says_an_arrays_never_runnable_tasks_once_not_a_line_each(alice_qm
         (never.pk, None, None, 1, False),
         *[(t.pk, str(array), 3 + i, 2 + i, False) for i, t in enumerate(tasks)],
         (fits.pk, None, None, 52, True)]
+
+
+def test_sprio_says_why_a_job_can_never_run_and_groups_an_arrays_tasks_by_reason(alice_qm, fleet) -> None:
+    """The footnote said a job can never run as asked, not why: `jobs/priority/` did not carry the
+    reason. It now says the engine's sentence as the last cycle stored it (`qm explain`'s), a line
+    per job, and a line per array and reason: an array whose tasks can never run for two reasons
+    has two lines, each naming its own tasks. `--json` gives each row's `reason_code` and `reason`."""
+    now = timezone.now()
+    wide = f.make_job(fleet.ml, fleet.production, name="wide", gpus=16, topology="same_node", submitted_at=now)
+    array = uuid.uuid4()
+    tasks = [f.make_job(fleet.ml, fleet.research, name="sweep", gpus=16, topology="same_node", array_id=array,
+                        array_index=3 + i, submitted_at=now - timedelta(minutes=5)) for i in range(6)]
+    tasks += [f.make_job(fleet.ml, fleet.research, name="sweep", gpus=8, gpu_types=["B200"], array_id=array,
+                         array_index=9 + i, submitted_at=now - timedelta(minutes=5)) for i in range(2)]
+    run_cycle("test")  # the engine's reasons, stored as every cycle stores them
+    fits = f.make_job(fleet.ml, fleet.research, name="fits", gpus=8, submitted_at=now, pending_code="InsufficientGpus")
+
+    run = alice_qm("sprio")
+    body = json.loads(alice_qm("sprio", "--json").out)
+
+    assert run.code == 0, run.err
+    too_big = "Can never run on this fleet: it needs 16 GPUs on one node; the largest capable node has 8."
+    no_b200 = "Can never run on this fleet: it needs GPUs of type B200; the fleet has A100-40GB (40 GB), H100-80GB (80 GB)."
+    assert run.out.splitlines()[-4:] == [
+        f"* Job {wide.pk}: 1 of 10 by priority alone, but as asked it can never run, so the cycle places it after "
+        f"every job that can start (its queue position). {too_big}",
+        f"* Tasks 3–8 of array sweep (6 tasks, jobs {tasks[0].pk}–{tasks[5].pk}): 2–7 of 10 by priority alone, but "
+        "as asked they can never run, so the cycle places them after every job that can start (their queue "
+        f"positions). {too_big}",
+        f"* Tasks 9–10 of array sweep (2 tasks, jobs {tasks[6].pk}–{tasks[7].pk}): 8–9 of 10 by priority alone, but "
+        "as asked they can never run, so the cycle places them after every job that can start (their queue "
+        f"positions). {no_b200}",
+        "10 jobs in line in all; ORDER is the next cycle's.",
+    ], run.out
+    assert [(r["job"], r["can_run"], r["reason_code"], r["reason"]) for r in body["jobs"]] == [
+        (wide.pk, False, "CanNeverRun", too_big),
+        *[(t.pk, False, "CanNeverRun", too_big) for t in tasks[:6]],
+        *[(t.pk, False, "CanNeverRun", no_b200) for t in tasks[6:]],
+        (fits.pk, True, None, None)]
