@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import fcntl
+import getpass
 import os
 import subprocess
 import sys
@@ -63,6 +64,20 @@ def browser(fleet: Fleet) -> Client:
     client = Client()
     assert client.login(username="boss", password="boss")
     return client
+
+
+@pytest.fixture
+def boss(browser: Client) -> Client:
+    """`browser` by the name the user-audit tests give the acting admin."""
+    return browser
+
+
+@pytest.fixture
+def in_a_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as the audit sees a `manage.py shell` run by OS user ops: its events end
+    "manage.py shell, run as OS user ops: no page or command said who)"."""
+    monkeypatch.setattr(sys, "argv", ["/srv/qm/manage.py", "shell"])
+    monkeypatch.setattr(getpass, "getuser", lambda: "ops")
 
 
 @pytest.fixture(scope="session")

@@ -137,6 +137,15 @@ def make_job(team: Team, priority_class: PriorityClass | None = None, **kw: Any)
     return job
 
 
+def finished_jobs_of(user: AbstractBaseUser, team: Team, count: int) -> None:
+    """`count` succeeded one-GPU jobs `user` submitted for `team`, written in one insert."""
+    now = timezone.now()
+    Job.objects.bulk_create([
+        Job(team=team, priority_class=team.default_priority_class, submitter=user, name=f"sweep-{i}", gpus=1,
+            runtime_limit_s=3600, state=JobState.SUCCEEDED, submitted_at=now, state_changed_at=now)
+        for i in range(count)])
+
+
 def admin_change_form(page: Any) -> dict[str, Any]:
     """The POST data of a Django admin change page as rendered (the object's fields and every
     inline formset with its management form), for tests that change one value and submit."""

@@ -25,14 +25,6 @@ from tests.controlplane import factories as f
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def boss(fleet) -> Client:
-    f.make_user("boss", superuser=True)
-    client = Client()
-    assert client.login(username="boss", password="boss")
-    return client
-
-
 def _bob() -> object:
     return get_user_model().objects.get(username="bob")
 

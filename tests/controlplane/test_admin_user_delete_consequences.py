@@ -20,8 +20,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from controlplane.choices import JobHold, JobState
-from controlplane.models import Job
+from controlplane.choices import JobHold
 from controlplane.services import maintenance
 from tests.controlplane import factories as f
 
@@ -32,13 +31,6 @@ def _text(response: Any) -> str:
     assert response.status_code == 200
     return " ".join(html.unescape(response.content.decode()).split())
 
-
-def _jobs_of(user, team, count: int) -> None:  # type: ignore[no-untyped-def]
-    now = timezone.now()
-    Job.objects.bulk_create([
-        Job(team=team, priority_class=team.default_priority_class, submitter=user, name=f"sweep-{i}", gpus=1,
-            runtime_limit_s=3600, state=JobState.SUCCEEDED, submitted_at=now, state_changed_at=now)
-        for i in range(count)])
 
 
 def _held_by(user, team, count: int) -> None:  # type: ignore[no-untyped-def]
@@ -53,7 +45,7 @@ def _window(user, node: str, hours: int) -> Any:  # type: ignore[no-untyped-def]
 
 def test_the_confirmation_page_says_how_many_jobs_and_windows_lose_the_user(fleet, browser) -> None:
     dora = f.make_user("dora", team=fleet.ml, superuser=True)
-    _jobs_of(dora, fleet.ml, 1204)
+    f.finished_jobs_of(dora, fleet.ml, 1204)
     _held_by(dora, fleet.ml, 2)
     _window(dora, "h100-0", 2)
     _window(dora, "h100-1", 3)
@@ -71,7 +63,7 @@ def test_the_confirmation_page_says_how_many_jobs_and_windows_lose_the_user(flee
 
 def test_one_job_and_one_window_are_said_in_the_singular(fleet, browser) -> None:
     erin = f.make_user("erin", team=fleet.ml, superuser=True)
-    _jobs_of(erin, fleet.ml, 1)
+    f.finished_jobs_of(erin, fleet.ml, 1)
     _window(erin, "h100-0", 2)
 
     page = _text(browser.get(f"/admin/auth/user/{erin.pk}/delete/"))
@@ -82,8 +74,8 @@ def test_one_job_and_one_window_are_said_in_the_singular(fleet, browser) -> None
 
 def test_delete_selected_users_says_it_of_each_user(fleet, browser) -> None:
     dora, carl, gus = (f.make_user(name, team=fleet.ml) for name in ("dora", "carl", "gus"))
-    _jobs_of(dora, fleet.ml, 3)
-    _jobs_of(carl, fleet.ml, 2)
+    f.finished_jobs_of(dora, fleet.ml, 3)
+    f.finished_jobs_of(carl, fleet.ml, 2)
     _held_by(carl, fleet.ml, 1)
 
     page = _text(browser.post("/admin/auth/user/", {"action": "delete_selected",
@@ -97,8 +89,8 @@ def test_delete_selected_users_says_it_of_each_user(fleet, browser) -> None:
 
 def test_the_page_reads_the_same_number_of_queries_for_thousands_of_jobs_as_for_three(fleet, browser) -> None:
     few, many = f.make_user("few", team=fleet.ml), f.make_user("many", team=fleet.ml)
-    _jobs_of(few, fleet.ml, 3)
-    _jobs_of(many, fleet.ml, 3000)
+    f.finished_jobs_of(few, fleet.ml, 3)
+    f.finished_jobs_of(many, fleet.ml, 3000)
     browser.get(f"/admin/auth/user/{few.pk}/delete/")  # the session and content types read once
 
     with CaptureQueriesContext(connection) as for_few:

@@ -10,14 +10,11 @@ Now the user's deletion records one `job.updated` event per such job (reason
 
 from __future__ import annotations
 
-import getpass
 import os
-import sys
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -27,21 +24,9 @@ from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import client_for
 
 pytestmark = pytest.mark.django_db
-SHELL = "manage.py shell, run as OS user ops: no page or command said who)"
+SHELL = "manage.py shell, run as OS user ops: no page or command said who)"  # conftest's in_a_shell
 
 
-@pytest.fixture
-def boss(fleet) -> Client:  # type: ignore[no-untyped-def]
-    f.make_user("boss", superuser=True)
-    client = Client()
-    assert client.login(username="boss", password="boss")
-    return client
-
-
-@pytest.fixture
-def in_a_shell(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "argv", ["/srv/qm/manage.py", "shell"])
-    monkeypatch.setattr(getpass, "getuser", lambda: "ops")
 
 
 def _job_events(job: Job) -> list[Event]:
@@ -119,18 +104,11 @@ def test_a_holder_deleted_is_an_event_on_the_jobs_they_held_which_stay_held(flee
     assert "Held by admin an account since removed" in boss.get(f"/jobs/{held.pk}/").content.decode()
 
 
-def _jobs_of(user, team, count: int) -> None:  # type: ignore[no-untyped-def]
-    now = timezone.now()
-    Job.objects.bulk_create([
-        Job(team=team, priority_class=team.default_priority_class, submitter=user, name=f"sweep-{i}", gpus=1,
-            runtime_limit_s=3600, state=JobState.SUCCEEDED, submitted_at=now, state_changed_at=now)
-        for i in range(count)])
-
 
 def test_the_jobs_events_are_written_in_bulk_whatever_their_number(fleet, in_a_shell) -> None:
     few, many = f.make_user("few"), f.make_user("many")
-    _jobs_of(few, fleet.ml, 3)
-    _jobs_of(many, fleet.ml, 1500)
+    f.finished_jobs_of(few, fleet.ml, 3)
+    f.finished_jobs_of(many, fleet.ml, 1500)
 
     with CaptureQueriesContext(connection) as for_few:
         few.delete()

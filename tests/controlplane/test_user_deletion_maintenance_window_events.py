@@ -12,15 +12,12 @@ before and after, which name its creator and canceller), with the same actor as 
 
 from __future__ import annotations
 
-import getpass
 import os
-import sys
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -31,21 +28,9 @@ from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import client_for
 
 pytestmark = pytest.mark.django_db
-SHELL = "manage.py shell, run as OS user ops: no page or command said who)"
+SHELL = "manage.py shell, run as OS user ops: no page or command said who)"  # conftest's in_a_shell
 
 
-@pytest.fixture
-def boss(fleet) -> Client:  # type: ignore[no-untyped-def]
-    f.make_user("boss", superuser=True)
-    client = Client()
-    assert client.login(username="boss", password="boss")
-    return client
-
-
-@pytest.fixture
-def in_a_shell(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "argv", ["/srv/qm/manage.py", "shell"])
-    monkeypatch.setattr(getpass, "getuser", lambda: "ops")
 
 
 def _window(user, nodes: list[str], hours: int, reason: str) -> MaintenanceWindow:  # type: ignore[no-untyped-def]
