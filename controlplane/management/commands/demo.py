@@ -2,11 +2,14 @@
 
 Migrates, seeds the demo fleet, then runs side by side: the web server, the scheduling loop on a
 thread, simulated node agents (a `qm-agent --simulate` process speaking the real agent protocol
-over HTTP) and a synthetic job stream. Ctrl-C stops everything.
+over HTTP) and a synthetic job stream. Ctrl-C (or SIGTERM) stops everything in a few seconds:
+the loops, each finishing the round it is in, the agents while the server still answers their
+last reports and goodbyes, then the server (`DemoShutdown`).
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import ctypes
 import os
@@ -16,8 +19,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
+import structlog
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -27,6 +32,8 @@ from controlplane.demo_stream import DemoJobStream
 from controlplane.embedded import EmbeddedLoop, notification_loop, scheduling_loop
 from controlplane.services.reconcile import reconcile_nodes
 from controlplane.tasks_accounting import accounting_loop
+
+log = structlog.get_logger(__name__)
 
 
 def _tcp_port(text: str) -> int:
@@ -71,10 +78,10 @@ class Command(BaseCommand):
             loops.append(EmbeddedLoop("demo-job-stream", options["submit_every"], [stream.step]))
         for loop in loops:
             loop.start()
-        # SIGTERM (from a supervisor or `timeout`) unwinds like Ctrl-C, so the finally below
-        # stops the loops and the agents.
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         agents = AgentSupervisor(url, host, port)
+        shutdown = DemoShutdown(agents, loops)
+        signal.signal(signal.SIGTERM, shutdown.on_signal)
+        signal.signal(signal.SIGINT, shutdown.on_signal)
         agents.start()
         self.stdout.write(self.style.SUCCESS(
             f"\nQuartermaster demo at {url}/  — log in as admin/admin, alice/alice, bob/bob or finn/finn "
@@ -83,13 +90,71 @@ class Command(BaseCommand):
         try:
             call_command("runserver", f"{host}:{port}", use_reloader=False, use_threading=True)
         finally:
-            for loop in loops:
+            # A second Ctrl-C, or the server stopping by itself: whatever is still running stops now.
+            shutdown.server_ended = True
+            shutdown.stop_all()
+
+
+#: How long the agents get to stop their jobs, report them and say goodbye before they are
+#: killed (they take about 2 s: their jobs get `min(--stop-grace, 2)` s), and each loop to
+#: finish the round it is in.
+AGENTS_STOP_S = 6.0
+LOOP_STOP_S = 5.0
+
+
+class DemoShutdown:
+    """Stops the demo in the order that loses nothing: the loops, each after the round it is in,
+    the agents while the web server still answers (their jobs' ends and goodbyes are its
+    requests), and only then the server.
+
+    Until 7 Dec the signal raised KeyboardInterrupt in the server at once, and the agents were
+    told to stop after it had stopped accepting: a goodbye on a new connection went to a port
+    still listening but never answered, waited out the agent's 10 s read timeout, and the
+    demo killed the agents after 15 s: stopping took 11 s when the agents were connecting, about
+    18 s in the review of 6 Dec; now about 2 s (tests/controlplane/test_demo_stops_promptly.py)."""
+
+    def __init__(self, agents: AgentSupervisor, loops: list[EmbeddedLoop]) -> None:
+        self.agents, self.loops = agents, loops
+        self._began = False
+        self.server_ended = False  # past the server: a signal has nothing left to interrupt
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        """The first SIGINT or SIGTERM stops the parts on a thread while the server keeps
+        serving, which then interrupts the server (through this handler, in the main thread).
+        A second one, or the parts stopped, ends the server at once."""
+        if self.server_ended:
+            return
+        if self._began or self._stopped.is_set():
+            raise KeyboardInterrupt
+        self._began = True
+        log.info("demo stopping: its loops, its agents, then the web server", signal=signal.Signals(signum).name)
+        threading.Thread(target=self._stop_then_end_server, name="demo-shutdown", daemon=True).start()
+
+    def _stop_then_end_server(self) -> None:
+        try:
+            self.stop_all()
+        finally:
+            _thread.interrupt_main(signal.SIGINT)
+
+    def stop_all(self) -> None:
+        with self._lock:  # the shutdown thread and the main thread's finally: once
+            if self._stopped.is_set():
+                return
+            began = time.monotonic()
+            # The loops first, each finishing its round: no job is submitted or bound to nodes
+            # whose agents are going away. What the goodbyes change (jobs requeued, their
+            # notifications queued) is written by the requests and waits in the database.
+            for loop in self.loops:
                 loop.stop()
-            agents.stop()
-
-
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+            for loop in self.loops:
+                loop.join(LOOP_STOP_S)
+            unfinished = [loop.name for loop in self.loops if loop.is_alive()]
+            self.agents.stop(AGENTS_STOP_S)
+            self._stopped.set()
+            log.info("demo stopped", seconds=round(time.monotonic() - began, 1),
+                     **({"loops_still_in_a_round": unfinished} if unfinished else {}))
 
 
 def _die_with_parent() -> None:
@@ -111,6 +176,7 @@ class AgentSupervisor(threading.Thread):
         self.url, self.host, self.port = url, host, port
         self.process: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
+        self._starting = threading.Lock()  # a stop while the agents start waits for the process to exist
 
     def run(self) -> None:
         while not self._stopping.is_set():
@@ -134,22 +200,31 @@ class AgentSupervisor(threading.Thread):
             "--state-dir", str(state_dir), "--sample-interval", "5", "--log-format", "console",
             "--log-level", "WARNING",
         ]
-        self.process = subprocess.Popen(
-            command, env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": token}, preexec_fn=_die_with_parent
-        )
+        with self._starting:
+            if self._stopping.is_set():
+                return
+            self.process = subprocess.Popen(
+                command, env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": token}, preexec_fn=_die_with_parent
+            )
         # The kernel's parent-death signal follows the thread that forked the child, so this
         # thread lives as long as the agents should.
         self._stopping.wait()
 
-    def stop(self) -> None:
-        self._stopping.set()
+    def stop(self, timeout_s: float) -> None:
+        """SIGTERM the agents (they stop their jobs, report them and say goodbye) and wait up to
+        `timeout_s` for them to exit; then SIGKILL."""
+        with self._starting:
+            self._stopping.set()
         if self.process is None:
             return
         self.process.terminate()
         try:
-            self.process.wait(timeout=15)
+            self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            log.warning("the demo's agents did not stop in time: killed; their nodes read as lost until the "
+                        "next start", timeout_s=timeout_s)
             self.process.kill()
+            self.process.wait()
 
 
 def _refuse_busy_port(host: str, port: int) -> None:
