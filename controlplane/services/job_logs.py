@@ -363,7 +363,7 @@ def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int 
     empty.ranks = sorted(spans)
     if rank not in spans:
         # Rank 0, or one below a rank with output, exists: no query for those (the job page asks rank 0).
-        world = _world_size(job, generation) if rank > max(spans, default=0) else None
+        world = world_size(job, generation) if rank > max(spans, default=0) else None
         if world is not None and rank >= world:
             # "Rank 5 … has written nothing yet" of a 1-GPU run read as if it might still write.
             raise BadRead({"rank": f"{_capital(run_named(generations, generation, job=job.pk))} has "
@@ -404,7 +404,7 @@ def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
 
 
-def _world_size(job: Job, generation: int) -> int | None:
+def world_size(job: Job, generation: int) -> int | None:
     """How many ranks the run of this generation has, as its agents start them: one a GPU, or
     one a node with QM_LAUNCH=per_node (agent/members.py); None when no allocation carries the
     generation (a fenced run's output keeps the run's own). One query."""

@@ -719,10 +719,13 @@ def job_output(job: Job, params: Any = None) -> dict[str, Any]:
         raw = reverse("v1:job-logs", args=[job.pk]) + "?" + urlencode(
             {"format": "txt", "generation": output.generation, "rank": rank, "tail_bytes": job_logs.keep_bytes()})
     runs = output.generations
+    # "1 rank wrote output" of a 32-GPU gang read as 31 ranks' output lost: said of how many
+    # (one query, only when some rank wrote).
+    world = job_logs.world_size(job, output.generation) if output.ranks and output.generation is not None else None
     return {"text": output.text, "notice": output.notice, "generation": output.generation,
             "run": runs.index(output.generation) + 1 if output.generation in runs else None,
             "generations": len(runs), "runs": runs[::-1], "run_choices": _run_choices(runs), "rank": rank,
-            "ranks": output.ranks,
+            "ranks": output.ranks, "world_size": world,
             "rank_choices": sorted({*output.ranks, rank}), "follows_latest": generation is None,
             "node": output.node, "end_offset": output.end_offset, "lines": OUTPUT_LINES, "raw_url": raw,
             "chosen": chosen, "error": ""}

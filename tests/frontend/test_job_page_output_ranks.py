@@ -89,6 +89,26 @@ def test_a_rank_without_output_is_offered_and_says_which_ranks_wrote(client_for,
     assert '<option value="5" selected>rank 5 (no output)</option>' in page
 
 
+@pytest.mark.django_db
+def test_a_gangs_panel_says_how_many_of_its_ranks_wrote_output(client_for, submit_as) -> None:
+    """A 32-GPU gang of four nodes whose rank 0 alone printed (as the demo's simulated jobs, and
+    most training scripts, do) said "1 rank wrote output in this run: 0.": read in the review of
+    6 Dec as 31 ranks' output lost. It says of how many."""
+    job = submit_as("alice", name="pretrain-gang", gpus=32, gpus_per_node=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    generation, node = live_run(job)
+    assert AllocationGpu.objects.filter(allocation__job=job).values("node").distinct().count() == 4
+    ship(job, generation, node, 0, 0, "step 100 loss 2.31\n")
+
+    page = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+    assert "1 of 32 ranks wrote output in this run: 0." in page
+
+    other = AllocationGpu.objects.filter(allocation__job=job).exclude(node=node).first().node
+    ship(job, generation, other, 8, 0, "rank 8: NCCL WARN timeout\n")
+    page = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+    assert "2 of 32 ranks wrote output in this run: 0, 8." in page
+
+
 @pytest.mark.parametrize(("params", "words"), [
     ({"rank": "three"}, "rank: &#x27;three&#x27; is not a whole number: give 0 or more."),
     ({"rank": "-1"}, "rank: -1 is out of range: give from 0 to 1000000."),
@@ -133,7 +153,7 @@ def test_in_chromium_the_selects_choose_the_rank_and_run_and_the_choice_stays_li
     page = alice.page
     panel = page.locator("[data-live-html=job-output]")
     expect(panel.locator("pre.job-output")).to_have_text("second run, rank zero\n")
-    expect(panel.locator(".output-choice .note")).to_have_text("2 ranks wrote output in this run: 0, 2.")
+    expect(panel.locator(".output-choice .note")).to_have_text("2 of 8 ranks wrote output in this run: 0, 2.")
 
     panel.locator("select[name=rank]").select_option("2")
     page.wait_for_url(f"**/jobs/{job.pk}/?rank=2")
