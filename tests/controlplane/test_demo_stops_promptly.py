@@ -10,6 +10,7 @@ the server. The demo runs here as a real process on a SQLite file, with its real
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -90,6 +91,7 @@ def test_the_demo_stops_within_seconds_and_its_agents_say_goodbye(signum: int, t
             demo.kill()
             demo.wait()
         log.close()
+        shutil.rmtree(ROOT / "var" / f"agents-{port}", ignore_errors=True)  # the demo's agents' state, per port
 
     output = (tmp_path / "demo.log").read_text()
     assert code == 0, output[-3000:]
