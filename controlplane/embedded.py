@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from controlplane import triggers
-from controlplane.services.cycle import run_cycle
+from controlplane.services.cycle import release_lease, run_cycle
 
 log = structlog.get_logger(__name__)
 
@@ -34,14 +34,16 @@ class EmbeddedLoop(threading.Thread):
     """Runs `steps` every `interval_s` until stopped; a crashing step is logged, not fatal.
     With `wake`, a request (the event set) runs them sooner, but never less than `min_gap_s`
     after the previous round began: requests in that gap share the next round, as the Celery
-    path's debounce makes them share one cycle."""
+    path's debounce makes them share one cycle. `at_stop` runs once after the last round."""
 
     def __init__(self, name: str, interval_s: float, steps: list[Callable[[], object]],
-                 wake: threading.Event | None = None, min_gap_s: float = 0.0) -> None:
+                 wake: threading.Event | None = None, min_gap_s: float = 0.0,
+                 at_stop: Callable[[], object] | None = None) -> None:
         super().__init__(name=name, daemon=True)
         self.interval_s = interval_s
         self.min_gap_s = min_gap_s
         self.steps = steps
+        self.at_stop = at_stop
         self._stop_event = threading.Event()
         # Set by others to run the steps now rather than at the end of the interval.
         self._wake = wake
@@ -73,6 +75,11 @@ class EmbeddedLoop(threading.Thread):
                 finally:
                     close_old_connections()
             self._pause()
+        if self.at_stop is not None:
+            try:
+                self.at_stop()
+            except Exception:  # noqa: BLE001 - stopping goes on; what it could not do is logged
+                log.exception("embedded loop's last step failed", loop=self.name)
         connection.close()
 
 
@@ -83,11 +90,14 @@ def holder_name() -> str:
 def scheduling_loop() -> EmbeddedLoop:
     """The cycle every CYCLE_INTERVAL_S, and sooner when something asks for one
     (`triggers.request_cycle`: a submit, a job's end, a node back), at most one every
-    CYCLE_DEBOUNCE_S."""
+    CYCLE_DEBOUNCE_S. Stopped, it gives up the lead (`release_lease`), as a Celery worker does:
+    a demo started again leads at its first cycle, not after LEADER_LEASE_S (about 12 s of
+    "not the leader" until 7 Dec)."""
     holder = holder_name()
     steps: list[Callable[[], object]] = [lambda: run_cycle(holder)]
     return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps,
-                        wake=triggers.cycle_requested, min_gap_s=float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)))
+                        wake=triggers.cycle_requested, min_gap_s=float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)),
+                        at_stop=lambda: release_lease(holder))
 
 
 def notification_loop() -> EmbeddedLoop:
