@@ -91,8 +91,8 @@ def scheduling_loop() -> EmbeddedLoop:
     """The cycle every CYCLE_INTERVAL_S, and sooner when something asks for one
     (`triggers.request_cycle`: a submit, a job's end, a node back), at most one every
     CYCLE_DEBOUNCE_S. Stopped, it gives up the lead (`release_lease`), as a Celery worker does:
-    a demo started again leads at its first cycle, not after LEADER_LEASE_S (about 12 s of
-    "not the leader" until 7 Dec)."""
+    a demo started again leads at its first cycle, not after up to LEADER_LEASE_S (15 s) of
+    "not the leader" as until 7 Dec."""
     holder = holder_name()
     steps: list[Callable[[], object]] = [lambda: run_cycle(holder)]
     return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps,
