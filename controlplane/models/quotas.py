@@ -4,6 +4,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from controlplane.models.teams import name_given_is_reserved
+
 # The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
 # enough that a day of it in GPU-seconds fits the accounting's columns (models/usage.py).
 MAX_QUOTA_GPUS = 1_000_000
@@ -163,6 +165,8 @@ class PriorityClass(models.Model):
         (the check constraint alone gave the admin form "Constraint … is violated" above the form)."""
         default, most = self.default_runtime_limit_s, self.max_runtime_limit_s
         problems: dict[str, str] = {}
+        if reserved := name_given_is_reserved(self, PriorityClass, "priority class"):
+            problems["name"] = reserved
         if default is not None and most is not None and default > most:
             problems["default_runtime_limit_s"] = f"{default} s is beyond max_runtime_limit_s ({most} s)"
         # A preemptible class whose minimum runtime passes its longest run, or whose budget window

@@ -8,6 +8,7 @@ from django.db import models, transaction
 
 from controlplane.choices import Role
 from controlplane.models.usage import forget_empty_quota_rollups
+from controlplane.services.showback_names import reserved_name_problem
 
 
 class Team(models.Model):
@@ -42,6 +43,8 @@ class Team(models.Model):
         return self.name
 
     def clean(self) -> None:
+        if reserved := name_given_is_reserved(self, Team, "team"):
+            raise ValidationError({"name": reserved})
         if renamed := self._rename_refused():
             raise ValidationError({"name": renamed})
 
@@ -72,6 +75,18 @@ class Team(models.Model):
         with transaction.atomic():
             forget_empty_quota_rollups(team=self)
             return super().delete(*args, **kwargs)
+
+
+def name_given_is_reserved(record: Any, model: Any, kind: str) -> str | None:
+    """Why `record`'s name, given new (created, or renamed), is one the showback keeps for its
+    own rows (services/showback_names.py), or None. A name stored before the rule (7 Dec) is not
+    judged again when the record's other fields change."""
+    problem = reserved_name_problem(record.name or "", kind)
+    if problem is None:
+        return None
+    if record.pk is not None and model.objects.filter(pk=record.pk, name=record.name).exists():
+        return None
+    return problem
 
 
 def team_classes_problem(default: object, allowed: object) -> str | None:
@@ -137,6 +152,8 @@ class Project(models.Model):
         the project to change (the constraint said it on no field). A project with jobs stays its
         team's: its jobs stay that team's, and showback and the history keep its cost under it
         (moved, one project would read in two teams, its jobs in a project of another team)."""
+        if reserved := name_given_is_reserved(self, Project, "project"):
+            raise ValidationError({"name": reserved})
         if self.pk is not None and self.team_id is not None:
             was = Project.objects.filter(pk=self.pk).values_list("team_id", "team__name").first()
             if was is not None and was[0] != self.team_id:

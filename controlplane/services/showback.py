@@ -53,11 +53,10 @@ from controlplane.services.accounting import (
     raw_horizon,
 )
 from controlplane.services.instants import InstantRefused, instant_from_text
+from controlplane.services.showback_names import IDLE, UNALLOCATED
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
 GROUP_BY = ("team", "project", "job", "priority_class")
-IDLE = "__idle__"
-UNALLOCATED = "__unallocated__"
 _HOUR_S = Decimal(3600)
 _ZERO, _ONE = Decimal(0), Decimal(1)
 _WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

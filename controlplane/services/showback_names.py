@@ -1,0 +1,34 @@
+"""The names the showback gives its own rows, which no team, priority class or project may take.
+
+`__idle__` (the capacity no job held) and `TOTAL` name rows of every report: by team and by
+priority class beside the groups, whose rows are named after them; `team/__unallocated__` is a
+team's jobs without a project in the project report. A group of one of these names collided with
+them: two `TOTAL` rows in the CSV, on the page and in `qm showback`, and in the JSON (its `data`
+keyed by name) the team `__idle__` overwritten by the idle capacity, so the rows no longer added
+up to `totals`. Kept apart from services/showback.py so the models can say it without importing
+the accounting (which imports them)."""
+
+from __future__ import annotations
+
+IDLE = "__idle__"
+TOTAL = "TOTAL"
+UNALLOCATED = "__unallocated__"
+
+#: Per kind of record, the names it may not take, in lower case: TOTAL in any case, since a
+#: spreadsheet matches "total" to it (Excel's SUMIF and VLOOKUP ignore case).
+_RESERVED = {
+    "team": (IDLE, TOTAL.lower()),
+    "priority class": (IDLE, TOTAL.lower()),
+    "project": (UNALLOCATED,),
+}
+
+
+def reserved_name_problem(name: str, kind: str) -> str | None:
+    """Why a `kind` ("team", "priority class", "project") may not be called `name`, or None."""
+    if not name or name.lower() not in _RESERVED[kind]:
+        return None
+    row = {IDLE: "the capacity no job held", UNALLOCATED: "a team's jobs without a project"}.get(
+        name.lower(), "the report's total")
+    return (f"'{name}' is a name the showback gives its own rows ({row}): a {kind} of that name would read as "
+            "that row in the CSV, the API's JSON and the page, and its figures would not add up there. "
+            "Choose another name")
