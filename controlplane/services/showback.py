@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
@@ -247,6 +247,9 @@ class Showback:
     #: When the accounting began (`accounting_began`), if the window starts before it: the time
     #: before was never recorded, so the figures count nothing there (not $0.00 of use).
     accounting_began: datetime | None = None
+    #: A member's report (by team, project or job): the teams they do not read, as rows of the
+    #: team report, so their own team's cents are apportioned as finance's are. Never shown.
+    other_teams: list[ShowbackEntry] = field(default_factory=list)
 
     @property
     def unrecorded(self) -> bool:
@@ -449,19 +452,7 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         # negative (it read "minutes": -0.03 with an end before its start).
         end = max(covered, start)
     team_ids = None if reads_all else access.team_ids
-    keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
-            "priority_class": ["priority_class_id"]}[group_by]
-    if group_by == "job":
-        merged = _sum_segments(UsageRollup, plain, keys, _USAGE_SUMS, team_ids)
-    else:
-        coarse = [seg for seg in segments if seg[0] in (MONTH, DAY)]
-        fine = [seg for seg in segments if seg[0] in (HOUR, MINUTE)]
-        merged = _sum_segments(GroupRollup, coarse, keys, _USAGE_SUMS, team_ids)
-        for key, row in _sum_segments(UsageRollup, fine, keys, _USAGE_SUMS, team_ids).items():
-            into = merged.setdefault(key, {k: row[k] for k in keys})
-            for name in _USAGE_SUMS:
-                into[name] = into.get(name, 0) + row.get(name, 0)
-    entries = [_entry(group_by, s) for s in merged.values()]
+    entries = [_entry(group_by, s) for s in _group_sums(group_by, segments, plain, team_ids).values()]
     idle_by_team: dict[int, tuple[Decimal, Decimal]] = {}
     reserved_by_type: dict[int, tuple[Decimal, Decimal]] = {}
     type_names: dict[int, str] = {}
@@ -506,7 +497,12 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         by_type = _idle_by_gpu_type({key[0]: row for key, row in per_type.items()}, reserved_by_type, type_names)
         unpriced = _unpriced(per_tier, start, end, now)
     began = accounting_began(before=start) if rolled is not None else None
+    # A member's team rows are apportioned to the cent beside every other team, as finance's
+    # report apportions them, so the team reads what it is charged (`_beside_other_teams`).
+    other_teams = (_other_teams(segments, plain, access.team_ids)
+                   if not reads_all and group_by in ("team", "project", "job") else [])
     return Showback(
+        other_teams=other_teams,
         accounting_began=began if began is not None and start < began else None,
         window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
         capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
@@ -514,6 +510,43 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         idle_reserved_usd_total=sum((v[1] for v in idle_by_team.values()), Decimal(0)),
         idle_by_gpu_type=by_type, unpriced=unpriced,
     )
+
+
+def _group_sums(group_by: str, segments: Sequence[Segment], plain: Sequence[Segment],
+                team_ids: Iterable[int] | None) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The usage sums per group over the window: whole months and days from the job-less group
+    rows (by job: the jobs' day rows), the hours and minutes at the ends from the jobs' rows."""
+    keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
+            "priority_class": ["priority_class_id"]}[group_by]
+    if group_by == "job":
+        return _sum_segments(UsageRollup, plain, keys, _USAGE_SUMS, team_ids)
+    coarse = [seg for seg in segments if seg[0] in (MONTH, DAY)]
+    fine = [seg for seg in segments if seg[0] in (HOUR, MINUTE)]
+    merged = _sum_segments(GroupRollup, coarse, keys, _USAGE_SUMS, team_ids)
+    for key, row in _sum_segments(UsageRollup, fine, keys, _USAGE_SUMS, team_ids).items():
+        into = merged.setdefault(key, {k: row[k] for k in keys})
+        for name in _USAGE_SUMS:
+            into[name] = into.get(name, 0) + row.get(name, 0)
+    return merged
+
+
+def _other_teams(segments: Sequence[Segment], plain: Sequence[Segment], own: Iterable[int]) -> list[ShowbackEntry]:
+    """The team rows of every team but `own` (a member's), with their idle guarantees, as
+    finance's team report has them: only to apportion the member's cents among them, never shown."""
+    own = set(own)
+    entries = {s["team_id"]: _entry("team", s) for s in _group_sums("team", segments, plain, None).values()
+               if s["team_id"] not in own}
+    for (team_id,), row in _sum_segments(QuotaRollup, plain, ["team_id"],
+                                         {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, None).items():
+        if team_id in own:
+            continue
+        entry = entries.setdefault(team_id, ShowbackEntry(key=str(team_id), name=str(team_id),
+                                                          properties={"team_id": team_id}))
+        entry.idle_reserved_gpu_seconds = row.get("gpu_s") or Decimal(0)
+        entry.idle_reserved_usd = row.get("usd") or Decimal(0)
+    out = list(entries.values())
+    _name_entries("team", out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -716,16 +749,55 @@ def presented_tokens(report: Showback) -> dict[str, int]:
         whole = [0] * len(values)
         teams = list(rows_of)
         team_values = [math.fsum(values[i] for i in rows_of[t]) for t in teams]
-        for team, tokens in zip(teams, _whole_to(team_values, round(math.fsum(values))), strict=True):
+        team_tokens = (_whole_to(team_values, round(math.fsum(values))) if not report.other_teams else
+                       _beside_other_teams(report, _team_rows(report, rows_of, team_values),
+                                           lambda p: p.useful_tokens, _whole_tokens))
+        for team, tokens in zip(teams, team_tokens, strict=True):
             rows = rows_of[team]
             for i, share in zip(rows, _whole_to([values[i] for i in rows], tokens), strict=True):
                 whole[i] = share
     else:
-        whole = _whole_to(values, round(math.fsum(values)))
+        whole = _beside_other_teams(report, [(e.name, e.cost_usd, e.useful_tokens) for e in entries],
+                                    lambda p: p.useful_tokens, _whole_tokens)
     out = {e.key: t for e, t in zip(entries, whole, strict=True)}
     if report.idle is not None:
         out[report.idle.key] = 0
     out["TOTAL"] = sum(whole)
+    return out
+
+
+def _whole_tokens(values: Sequence[float]) -> list[int]:
+    """Useful tokens as whole tokens adding up to their sum rounded once (`_whole_to`)."""
+    return _whole_to(values, round(math.fsum(values)))
+
+
+def _team_rows(report: Showback, rows_of: dict[str, list[int]], values: Sequence[Any]) -> list[tuple[str, Decimal, Any]]:
+    """(team, its exact cost, its value) per team of a report by project or job, in `rows_of`'s
+    order: the teams `_beside_other_teams` apportions a column among."""
+    return [(team, sum((report.entries[i].cost_usd for i in rows_of[team]), Decimal(0)), value)
+            for team, value in zip(rows_of, values, strict=True)]
+
+
+def _beside_other_teams(report: Showback, teams: Sequence[tuple[str, Decimal, Any]],
+                        other_value: Callable[[ShowbackEntry], Any],
+                        share: Callable[[list[Any]], list[Any]] = apportion) -> list[Any]:
+    """`share` (cents: `apportion`; whole tokens: `_whole_tokens`) of the values of `teams`,
+    (name, exact cost, value) each, in the team report's order (cost down, then name).
+
+    For a member's report the values of the teams they do not read (`report.other_teams`,
+    `other_value` of each) are shared beside theirs and then left out, so a member's team gets
+    the cents finance's report gives it. Alone, a team's cents were rounded on their own: three
+    teams of $0.006 cost $0.02 together, shared as $0.01, $0.01 and $0.00 in finance's report,
+    while the third team read $0.01 on its own page and CSV (until 7 Dec)."""
+    if not report.other_teams:
+        return share([value for _, _, value in teams])
+    everyone = [(name, cost, value, i) for i, (name, cost, value) in enumerate(teams)]
+    everyone += [(o.name, o.cost_usd, other_value(o), None) for o in report.other_teams]
+    everyone.sort(key=lambda t: (-t[1], t[0]))
+    out: list[Any] = [None] * len(teams)
+    for (_, _, _, i), shared in zip(everyone, share([t[2] for t in everyone]), strict=True):
+        if i is not None:
+            out[i] = shared
     return out
 
 
@@ -757,7 +829,7 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
 
     def column(value: Any) -> tuple[list[Decimal], Decimal | None]:
         values = [value(e) for e in entries]
-        cents = _group_cents(report, values)
+        cents = _group_cents(report, value)
         if idle is None:
             return cents, None
         total = (sum(values, Decimal(0)) + value(idle)).quantize(CENT, rounding=ROUND_HALF_EVEN)
@@ -770,7 +842,9 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
     # (rounded as a column of its own, it read $15.85 beside a cost of $15.86 on the demo).
     idle_without = idle_cost
     rows: list[ShowbackEntry] = [*entries, *([idle] if idle is not None else [])]
-    reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
+    reserved = (_beside_other_teams(report, [(r.name, r.cost_usd, r.idle_reserved_usd or Decimal(0)) for r in rows],
+                                    lambda o: o.idle_reserved_usd or Decimal(0))
+                if shows_idle_reserved(report) else apportion([r.idle_reserved_usd or Decimal(0) for r in rows]))
     if idle is not None:
         cost, waste, without = [*cost, idle_cost], [*waste, idle_waste], [*without, idle_without]
     out = {
@@ -814,7 +888,9 @@ def _cost_without_tokens(report: Showback, cost: list[Decimal]) -> list[Decimal]
     entries = report.entries
     tokens = [e.token_cost_usd for e in entries]
     if report.group_by not in ("project", "job"):
-        token_cents = _token_cents(entries, cost, apportion(tokens))
+        shared = _beside_other_teams(report, [(e.name, e.cost_usd, e.token_cost_usd) for e in entries],
+                                     lambda o: o.token_cost_usd)
+        token_cents = _token_cents(entries, cost, shared)
         return [c - t for c, t in zip(cost, token_cents, strict=True)]
     rows_of = _rows_by_team(report)
     teams = list(rows_of)
@@ -823,7 +899,8 @@ def _cost_without_tokens(report: Showback, cost: list[Decimal]) -> list[Decimal]
                                   token_cost_usd=sum((tokens[i] for i in rows_of[t]), Decimal(0)))
                     for t in teams]
     team_cost = [sum((cost[i] for i in rows_of[t]), Decimal(0)) for t in teams]
-    team_tokens = _token_cents(team_entries, team_cost, apportion([e.token_cost_usd for e in team_entries]))
+    team_tokens = _token_cents(team_entries, team_cost, _beside_other_teams(
+        report, [(e.name, e.cost_usd, e.token_cost_usd) for e in team_entries], lambda o: o.token_cost_usd))
     token_cents = [Decimal("0.00")] * len(entries)
     for team, team_token_cents in zip(teams, team_tokens, strict=True):
         rows = rows_of[team]
@@ -851,17 +928,21 @@ def _token_cents(entries: Sequence[ShowbackEntry], cost: Sequence[Decimal], cent
     return out
 
 
-def _group_cents(report: Showback, values: Sequence[Decimal]) -> list[Decimal]:
+def _group_cents(report: Showback, value: Callable[[ShowbackEntry], Decimal]) -> list[Decimal]:
     """One money column of `report.entries` in cents, adding up to Σ values rounded once. By
     project or job, each team's rows add up to the cents its row has in the team report of the
     same window: the teams are apportioned first, in the team report's order (cost down, then
-    name; `showback`), then each team's cents among its rows."""
+    name; `showback`), then each team's cents among its rows. A member's teams get the cents
+    finance's report gives them (`_beside_other_teams`)."""
+    values = [value(e) for e in report.entries]
     if report.group_by not in ("project", "job"):
-        return apportion(values)
+        return _beside_other_teams(report, [(e.name, e.cost_usd, v) for e, v in zip(report.entries, values,
+                                                                                      strict=True)], value)
     rows_of = _rows_by_team(report)
     teams = list(rows_of)
     out = [Decimal(0)] * len(values)
-    team_cents = apportion([sum((values[i] for i in rows_of[t]), Decimal(0)) for t in teams])
+    team_cents = _beside_other_teams(
+        report, _team_rows(report, rows_of, [sum((values[i] for i in rows_of[t]), Decimal(0)) for t in teams]), value)
     for team, cents in zip(teams, team_cents, strict=True):
         rows = rows_of[team]
         for i, share in zip(rows, _apportion_to([values[i] for i in rows], cents), strict=True):
