@@ -1035,12 +1035,16 @@ def showback_csv(report: Showback) -> str:
 
 
 def csv_filename(report: Showback) -> str:
-    """The CSV's file name, naming the period it covers: a month by its name (`2026-11`), any
-    other window by the instants the report covers, in UTC (as every row's `period_start` and
-    `period_end` do, from 7 Dec). Before 2 Dec a download of the last 7 days was
-    `showback-team-7d.csv` whenever it was made, and nothing in the file said which seven days."""
+    """The CSV's file name, naming the period it covers: a month it covers whole by its name
+    (`2026-11`), any other period by the instants the report covers, in UTC (as every row's
+    `period_start` and `period_end` do, from 7 Dec), a month still running included: until 7 Dec
+    `?month=2026-12` read on the 7th was `showback-team-2026-12.csv`, the whole month's name on
+    six days of it. Before 2 Dec a download of the last 7 days was `showback-team-7d.csv`
+    whenever it was made, and nothing in the file said which seven days."""
     label = report.window.label
-    if not re.fullmatch(r"\d{4}-\d{2}", label):
+    whole_month = (re.fullmatch(r"\d{4}-\d{2}", label) is not None and report.start == floor_month(report.start)
+                   and report.end == next_month(report.start))
+    if not whole_month:
         label = f"{report.start:%Y-%m-%dT%H%M%SZ}_{report.end:%Y-%m-%dT%H%M%SZ}"
     return f"showback-{report.group_by}-{label}.csv"
 

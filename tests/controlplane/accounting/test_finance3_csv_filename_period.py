@@ -63,7 +63,21 @@ def test_a_start_end_window_is_named_by_what_it_covered_not_what_was_asked(clien
     assert name.endswith(f"_{body['window']['end'][:10]}T{body['window']['end'][11:].replace(':', '')}.csv")
 
 
-def test_a_month_keeps_its_name(clients: dict[str, APIClient], rolled: datetime) -> None:
-    month = f"{rolled:%Y-%m}"
+def test_a_finished_month_keeps_its_name(clients: dict[str, APIClient], rolled: datetime) -> None:
+    month = f"{(rolled.replace(day=1) - timedelta(days=1)):%Y-%m}"
     assert _filename(clients["finance"].get(SHOWBACK, {"month": month, "format": "csv"})) == \
         f"showback-team-{month}.csv"
+
+
+def test_a_month_still_running_is_named_by_what_it_covered(clients: dict[str, APIClient], rolled: datetime) -> None:
+    # Finance walk, 7 Dec: `?month=2026-12&format=csv` read on 7 December was saved as
+    # showback-team-2026-12.csv, the name of the whole month, for a file covering six days of it;
+    # a second download later that month had the same name and other figures.
+    month = f"{rolled:%Y-%m}"
+    body = clients["finance"].get(SHOWBACK, {"month": month}).json()
+
+    name = _filename(clients["finance"].get(SHOWBACK, {"month": month, "format": "csv"}))
+
+    start, end = body["window"]["start"], body["window"]["end"]
+    assert start == f"{month}-01T00:00:00Z"
+    assert name == f"showback-team-{start[:10]}T{start[11:].replace(':', '')}_{end[:10]}T{end[11:].replace(':', '')}.csv"
