@@ -205,34 +205,49 @@ class QuartermasterCollector(Collector):
                                       "Most GPUs a team may borrow beyond its guarantee (absent: unlimited).", labels=labels)
         lending = GaugeMetricFamily(f"{PREFIX}_quota_lending_limit_gpus",
                                     "Most of its guarantee a team may lend (absent: unlimited).", labels=labels)
+        quotas: list[tuple[str, str]] = []
         for q in Quota.objects.values("team__name", "gpu_type__name", "team__cohort__name", "nominal_gpus",
                                       "borrowing_limit", "lending_limit"):
+            quotas.append((q["team__name"], q["gpu_type__name"]))
             values = [q["team__name"], q["gpu_type__name"], q["team__cohort__name"] or ""]
             nominal.add_metric(values, q["nominal_gpus"])
             if q["borrowing_limit"] is not None:
                 borrowing.add_metric(values, q["borrowing_limit"])
             if q["lending_limit"] is not None:
                 lending.add_metric(values, q["lending_limit"])
-        usage = GaugeMetricFamily(f"{PREFIX}_quota_usage_gpus", "GPUs each team holds now, per GPU type.",
-                                  labels=["team", "gpu_type"])
+        usage = GaugeMetricFamily(f"{PREFIX}_quota_usage_gpus", "GPUs each team holds now, per GPU type "
+                                  "(0 for a quota of which it holds none).", labels=["team", "gpu_type"])
+        # Every quota has its series, 0 while its team holds none of that type: without one, the
+        # share of its guarantee a team uses left out exactly the teams using none of it.
+        held: dict[tuple[str, str], int] = dict.fromkeys(quotas, 0)
         for r in (
             AllocationGpu.held()
             .values("allocation__job__team__name", "node__gpu_type__name")
             .annotate(n=Count("id"))
         ):
-            usage.add_metric([r["allocation__job__team__name"], r["node__gpu_type__name"]], r["n"])
+            held[(r["allocation__job__team__name"], r["node__gpu_type__name"])] = r["n"]
+        for (team, gpu_type), n in sorted(held.items()):
+            usage.add_metric([team, gpu_type], n)
         yield from (nominal, borrowing, lending, usage)
 
     # -- the three tiers -----------------------------------------------------------------
 
     def _gpus(self, cursor: AccountingCursor | None) -> Iterator[GaugeMetricFamily]:
         capacity = GaugeMetricFamily(f"{PREFIX}_gpus_capacity", "GPUs of the fleet's nodes.", labels=["gpu_type"])
+        types: list[str] = []
         for r in Node.objects.exclude(state=NodeState.RETIRED).values("gpu_type__name").annotate(n=Sum("gpu_count")):
             capacity.add_metric([r["gpu_type__name"]], r["n"])
-        allocated = GaugeMetricFamily(f"{PREFIX}_gpus_allocated", "GPUs held by live allocations now.",
-                                      labels=["gpu_type"])
+            types.append(r["gpu_type__name"])
+        allocated = GaugeMetricFamily(f"{PREFIX}_gpus_allocated", "GPUs held by live allocations now (0 for a GPU "
+                                      "type of the fleet none of whose GPUs are held).", labels=["gpu_type"])
+        # Every GPU type with capacity has its series, 0 when nothing holds one: without it the
+        # ratio to the capacity dropped an idle type instead of reading 0, and an alert on a pool
+        # allocated too little never fired when it was allocated nothing.
+        live: dict[str, int] = dict.fromkeys(types, 0)
         for r in AllocationGpu.objects.filter(live=True).values("node__gpu_type__name").annotate(n=Count("id")):
-            allocated.add_metric([r["node__gpu_type__name"]], r["n"])
+            live[r["node__gpu_type__name"]] = r["n"]
+        for gpu_type, n in sorted(live.items()):
+            allocated.add_metric([gpu_type], n)
         # The tiers of one minute: active and productive are averaged over the last rolled minute,
         # so a ratio of them to `allocated` (now) mixed two instants and could pass 1 whenever jobs
         # ended in the meantime. `allocated_last_minute` is that minute's allocated tier.

@@ -1,0 +1,67 @@
+"""A GPU type nobody uses, and a team that holds nothing, read 0 on /metrics: not no series.
+
+Found on the operator's walk (7 Dec): with the A100 pool cordoned and nothing running there,
+`quartermaster_gpus_allocated` had no `gpu_type="A100-40GB"` series at all, so the allocation
+ratio `quartermaster_gpus_allocated / quartermaster_gpus_capacity` dropped that type instead
+of reading 0, and an alert on a pool allocated below some share never fired exactly when it
+was allocated nothing; `quartermaster_quota_usage_gpus` likewise had no series for a team with
+quota that held nothing (the serving team of the demo), so "how much of its guarantee does each
+team use" left out the teams using none of it. `qm quotas` and the API said 0 for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from controlplane.models import Node, Quota
+from controlplane.services import nodes
+from controlplane.services.cycle import run_cycle
+
+
+def _series(client: Client, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.content
+    out: dict[tuple[tuple[str, str], ...], float] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for s in family.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_operator_a_gpu_type_allocated_nothing_reads_0_beside_its_capacity(
+    client_for: Callable[[str], Client], submit_as: Any,
+) -> None:
+    admin_user = get_user_model().objects.get(username="admin")
+    for node in Node.objects.filter(pool="a100"):
+        nodes.cordon(node, admin_user)
+    submit_as("alice", name="small", gpus=2, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    admin = client_for("admin")
+
+    allocated = _series(admin, "quartermaster_gpus_allocated")
+    capacity = _series(admin, "quartermaster_gpus_capacity")
+
+    assert set(allocated) == set(capacity)  # a ratio of the two has every GPU type
+    assert allocated == {(("gpu_type", "A100-40GB"),): 0.0, (("gpu_type", "H100-80GB"),): 2.0}
+
+
+def test_operator_a_team_holding_nothing_reads_0_for_each_of_its_quotas(
+    client_for: Callable[[str], Client], submit_as: Any,
+) -> None:
+    submit_as("alice", name="small", gpus=2, gpu_types=("H100-80GB",))
+    run_cycle("test")
+
+    usage = _series(client_for("admin"), "quartermaster_quota_usage_gpus")
+
+    quotas = {(("gpu_type", q.gpu_type.name), ("team", q.team.name))
+              for q in Quota.objects.select_related("team", "gpu_type")}
+    assert quotas <= set(usage)  # every quota's usage has a series, held or not
+    assert usage[(("gpu_type", "H100-80GB"), ("team", "vision"))] == 2.0
+    assert usage[(("gpu_type", "A100-40GB"), ("team", "vision"))] == 0.0
+    assert usage[(("gpu_type", "H100-80GB"), ("team", "serving"))] == 0.0
