@@ -20,7 +20,9 @@ Families (labels in brackets):
   quartermaster_gpus_capacity / _allocated / _active / _productive[gpu_type]   gauges
   quartermaster_gpus_allocated_last_minute[gpu_type]                       gauge (allocated over the minute
                                             _active and _productive average: the three tiers of one minute)
-  quartermaster_stranded_gpus, quartermaster_reserved_gpus, quartermaster_largest_free_block_gpus[pool] gauges
+  quartermaster_stranded_gpus[pool], quartermaster_largest_free_block_gpus[pool]   gauges (live, as
+                                            metrics/fragmentation/ and qm sinfo count them)
+  quartermaster_reserved_gpus                                              gauge (the last cycle's)
   quartermaster_leader_epoch                                               gauge
   quartermaster_last_cycle_timestamp_seconds                               gauge
   quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included;
@@ -72,7 +74,6 @@ from controlplane.models import (
     AccountingCursor,
     AllocationGpu,
     FleetRollup,
-    FleetSample,
     Job,
     MaintenanceWindow,
     Node,
@@ -81,6 +82,7 @@ from controlplane.models import (
 )
 from controlplane.services import accounting, eta_record, maintenance
 from controlplane.services.access import access_of
+from controlplane.services.fleet_figures import fragmentation_figures
 from controlplane.services.transitions import REQUEUES_AFTER_END
 
 PREFIX = "quartermaster"
@@ -288,8 +290,9 @@ class QuartermasterCollector(Collector):
     def _fleet_shape(self) -> Iterator[GaugeMetricFamily]:
         stranded = GaugeMetricFamily(
             f"{PREFIX}_stranded_gpus",
-            "Idle GPUs on partly used ready nodes while a job that needs a whole node waits (fragmentation); "
-            "GPUs held idle for a waiting job's reservation included.")
+            "Idle GPUs on partly used ready nodes while a job that needs a whole node of the pool waits "
+            "(fragmentation), per pool; GPUs held idle for a waiting job's reservation included.",
+            labels=["pool"])
         largest = GaugeMetricFamily(
             f"{PREFIX}_largest_free_block_gpus",
             "Most idle GPUs on one ready node, per pool; GPUs held idle for a waiting job's reservation included.",
@@ -298,19 +301,16 @@ class QuartermasterCollector(Collector):
             f"{PREFIX}_reserved_gpus",
             "Idle GPUs held for a waiting job's reservation or nomination (nodes draining for a gang); "
             "part of the idle GPUs, and of the stranded ones when on a partly used node.")
-        sample = FleetSample.objects.order_by("-at").values(
-            "stranded_gpus", "reserved_gpus", "largest_free_block_by_pool").first()
-        if sample is not None:
-            stranded.add_metric([], sample["stranded_gpus"])
-            reserved.add_metric([], sample["reserved_gpus"])
-            # The cycle's sample names only pools with a ready node; a pool whose nodes are all
-            # cordoned, draining, suspect, quarantined or down can start nothing: 0, not absent
-            # (an alert on `< 8` must fire then, as the API's fragmentation says 0).
-            by_pool = {str(pool): float(gpus) for pool, gpus in (sample["largest_free_block_by_pool"] or {}).items()}
-            for pool in Node.objects.exclude(state=NodeState.RETIRED).values_list("pool", flat=True).distinct().order_by():
-                by_pool.setdefault(str(pool), 0.0)
-            for pool, gpus in sorted(by_pool.items()):
-                largest.add_metric([pool], gpus)
+        # Live from the allocations, per pool, by the one function metrics/fragmentation/, qm
+        # sinfo, the Nodes page and the overview's tile read: the cycle's sample kept the
+        # stranded GPUs for the whole fleet only, so no alert could say which pool strands them.
+        # Every pool of the fleet has its series (0 on a pool with no ready node).
+        figures = fragmentation_figures()
+        for pool in figures.pools:
+            stranded.add_metric([pool.pool], pool.stranded_gpus)
+            largest.add_metric([pool.pool], pool.largest_free_block)
+        if figures.reserved_gpus is not None:  # the last cycle's count; none before the first cycle
+            reserved.add_metric([], figures.reserved_gpus)
         yield stranded
         yield reserved
         yield largest
