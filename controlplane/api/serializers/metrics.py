@@ -12,6 +12,15 @@ from controlplane.filtersets import JOBS_SCOPE
 from controlplane.services import access, eta_record
 
 
+class LoopStateSerializer(serializers.Serializer):
+    last_cycle_at = serializers.DateTimeField(allow_null=True, help_text="When the last scheduling cycle committed "
+                                              "(null: none yet).")
+    last_cycle_age_s = serializers.FloatField(allow_null=True, help_text="How long ago, seconds.")
+    stalled = serializers.BooleanField(allow_null=True, help_text="No cycle committed for stalled_after_s: the "
+                                       "waiting reasons are as of the last one, and no job starts (null: none yet).")
+    stalled_after_s = serializers.FloatField(help_text="30 s, or five cycle intervals when those are longer.")
+
+
 class QueueMetricsSerializer(serializers.Serializer):
     pending_jobs = serializers.IntegerField()
     pending_gpus = serializers.IntegerField()
@@ -22,6 +31,8 @@ class QueueMetricsSerializer(serializers.Serializer):
     pending_by_priority_class = serializers.DictField(child=serializers.IntegerField())
     pending_by_team = serializers.DictField(child=serializers.IntegerField())
     unschedulable_jobs = serializers.IntegerField()
+    loop = LoopStateSerializer(help_text="The scheduling loop, as /healthz says it: the reasons jobs wait for are "
+                               "as of its last cycle.")
 
 
 class JobPriorityQuerySerializer(serializers.Serializer):

@@ -29,7 +29,9 @@ class QueueMetricsView(ApiMixin, APIView):
 
     @extend_schema(responses={200: QueueMetricsSerializer})
     def get(self, request: Request) -> Response:
-        return Response(QueueMetricsSerializer(fleet_figures.queue_figures()).data)
+        figures = fleet_figures.queue_figures()
+        # Why jobs wait is the last cycle's word: say how old it is, as /healthz does.
+        return Response(QueueMetricsSerializer({**vars(figures), "loop": fleet_figures.loop_figures()}).data)
 
 
 class JobPriorityView(ApiMixin, APIView):

@@ -57,3 +57,39 @@ def test_config_prints_the_policy_in_force_and_the_leader(alice_qm, fleet) -> No
     cycle.run_cycle("worker-3")
     after = alice_qm("config").out
     assert re.search(r"^leader:\s+worker-3 \(epoch \d+\)$", after, re.M), after
+
+
+def test_sinfo_says_when_the_scheduling_loop_has_stalled(alice_qm, fleet) -> None:
+    """Found on the operator's walk (7 Dec): with no cycle committed for minutes, `qm sinfo` printed
+    "Queue: 3 jobs waiting … (2 InsufficientGpus, 1 QuotaExceeded)" as on a healthy fleet, though
+    those reasons were the dead loop's last word and nothing would start; only the overview (in
+    red), /healthz and /metrics said the loop was down. metrics/queue/ now says the loop's state
+    as /healthz does, and sinfo says it under the queue."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.models import SchedulerLease
+    from controlplane.services import cycle
+
+    f.make_job(fleet.ml, fleet.research, name="big", gpus=8, pending_code="QuotaExceeded")
+    never = alice_qm("sinfo")
+    assert never.code == 0, never.err
+    assert "No scheduling cycle has run yet: no job starts until the scheduling loop runs" in never.out, never.out
+
+    cycle.run_cycle("worker-3")
+    fresh = alice_qm("sinfo")
+    assert "scheduling loop" not in fresh.out.lower(), fresh.out
+
+    last = (timezone.now() - timedelta(minutes=10)).replace(microsecond=0)
+    SchedulerLease.objects.filter(name="scheduler").update(last_cycle_at=last)
+    queue = client_for(fleet, "owner").get("/api/v1/metrics/queue/").json()
+    assert queue["loop"]["stalled"] is True and queue["loop"]["last_cycle_age_s"] >= 600
+    stalled = alice_qm("sinfo")
+    assert stalled.code == 0, stalled.err
+    lines = stalled.out.splitlines()
+    queue_line = next(i for i, line in enumerate(lines) if line.startswith("Queue: "))
+    assert re.fullmatch(
+        rf"The scheduling loop has stalled: no cycle has committed for 10m \(the last at "
+        rf"{last:%Y-%m-%d %H:%M:%S} UTC\); the reasons above are as of then, and no job starts until it runs "
+        r"again \(/healthz, qm config\)\.", lines[queue_line + 1]), lines[queue_line + 1]
