@@ -41,7 +41,9 @@ Families (labels in brackets):
 
 Access: admins (session or API token), or a scraper presenting `Authorization: Bearer <token>`
 with the token configured as QM["METRICS_TOKEN"] (or the QM_METRICS_TOKEN environment variable).
-Everyone else is refused, as everywhere but /healthz.
+Everyone else is refused, as everywhere but /healthz: 401 for credentials that authenticate no
+one (none, a wrong token of either scheme), 403 for a valid user who is not an admin, as DRF
+answers on /api/.
 """
 
 from __future__ import annotations
@@ -434,21 +436,26 @@ def _metrics_token() -> str:
     return str(settings.QM.get("METRICS_TOKEN") or os.environ.get("QM_METRICS_TOKEN", ""))
 
 
-def _may_scrape(request: HttpRequest) -> tuple[bool, bool]:
-    """(allowed, credentials_given)."""
+def _may_scrape(request: HttpRequest) -> tuple[bool, str]:
+    """(allowed, why not). Credentials that authenticate no one (a wrong metrics token, an
+    unknown API token, a scheme nobody reads) are 401, as DRF answers them on every /api/
+    endpoint; 403 is for someone known who is not an admin. Until 7 Dec a wrong token was a 403,
+    so a scraper with a mistyped token looked as if it lacked a right rather than its token."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     token = _metrics_token()
     if header.startswith("Bearer ") and token:
-        return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode()), True
+        if hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode()):
+            return True, ""
+        return False, "unauthenticated"
     drf = Request(request)
     for authenticator in (TokenAuthentication(), SessionAuthentication()):
         try:
             found = authenticator.authenticate(drf)
         except AuthenticationFailed:
-            return False, True
+            return False, "unauthenticated"
         if found is not None:
-            return access_of(found[0]).is_admin, True
-    return False, bool(header)
+            return (True, "") if access_of(found[0]).is_admin else (False, "forbidden")
+    return False, "unauthenticated"
 
 
 @require_GET
@@ -463,11 +470,12 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 
 
 def _metrics(request: HttpRequest) -> HttpResponse:
-    allowed, credentials = _may_scrape(request)
+    allowed, refusal = _may_scrape(request)
     if not allowed:
-        if not credentials:
-            response = HttpResponse("Authentication required: an admin session or token, or the metrics bearer token.\n",
-                                    status=401, content_type="text/plain")
+        if refusal == "unauthenticated":
+            given = "not accepted" if request.META.get("HTTP_AUTHORIZATION") else "required"
+            response = HttpResponse(f"Authentication {given}: an admin session or token, or the metrics bearer "
+                                    "token.\n", status=401, content_type="text/plain")
             response["WWW-Authenticate"] = 'Bearer realm="quartermaster-metrics"'
             return response
         return HttpResponse("Only admins and the configured scraper may read /metrics.\n", status=403,

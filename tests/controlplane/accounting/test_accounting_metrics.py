@@ -120,7 +120,7 @@ def test_every_worker_answers_the_same_numbers(admin_client: APIClient, busy_fle
     assert generate_latest(other) == generate_latest(REGISTRY)
 
 
-@pytest.mark.parametrize("role, status", [("anonymous", 401), ("owner", 403), ("finance", 403), ("agent", 403)])
+@pytest.mark.parametrize("role, status", [("anonymous", 401), ("owner", 403), ("finance", 403), ("agent", 401)])
 def test_only_admins_and_the_scraper_read_metrics(clients: dict[str, APIClient], fleet: Fleet, role: str,
                                                   status: int) -> None:
     assert clients[role].get("/metrics").status_code == status
@@ -132,4 +132,31 @@ def test_the_configured_bearer_token_scrapes(fleet: Fleet, settings: Any) -> Non
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
     assert "quartermaster_leader_epoch" in client.get("/metrics").content.decode()
     client.credentials(HTTP_AUTHORIZATION="Bearer wrong-token")
-    assert client.get("/metrics").status_code == 403
+    assert client.get("/metrics").status_code == 401
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["metrics-token-set", "no-metrics-token"])
+@pytest.mark.parametrize("header", ["Token wrong", "Bearer wrong", "Token", "Basic YWRtaW46YWRtaW4="])
+def test_bad_credentials_are_401_on_metrics_as_on_the_api(fleet: Fleet, settings: Any, header: str,
+                                                          configured: bool) -> None:
+    """A wrong token is bad credentials, 401 with WWW-Authenticate, as DRF answers on every
+    /api/ endpoint; 403 stays for valid credentials without the right (found on the operator's
+    review, 7 Dec: /metrics said 403, so a scraper with a mistyped token looked refused a right)."""
+    if configured:
+        settings.QM = {**settings.QM, "METRICS_TOKEN": METRICS_TOKEN}
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+
+    api = client.get("/api/v1/metrics/queue/")
+    metrics = client.get("/metrics")
+
+    assert api.status_code == 401 and api.has_header("WWW-Authenticate")
+    assert metrics.status_code == 401
+    assert metrics.has_header("WWW-Authenticate")
+
+
+def test_a_valid_token_without_the_right_is_403_on_metrics_as_on_the_api(clients: dict[str, APIClient],
+                                                                         fleet: Fleet) -> None:
+    owner = clients["owner"]
+    assert owner.get("/api/v1/metrics/queue/").status_code == 200  # the token is good
+    assert owner.get("/metrics").status_code == 403
