@@ -16,7 +16,7 @@ Families (labels in brackets):
   quartermaster_cycle_duration_seconds, quartermaster_cycles_total         gauge, counter
   quartermaster_quota_nominal_gpus / _borrowing_limit_gpus / _lending_limit_gpus
                                             [team, gpu_type, cohort]       gauges (no series = no limit)
-  quartermaster_quota_usage_gpus[team, gpu_type]                           gauge
+  quartermaster_quota_usage_gpus[team, gpu_type, cohort]                   gauge (every quota, 0 included)
   quartermaster_gpus_capacity / _allocated / _active / _productive[gpu_type]   gauges
   quartermaster_gpus_allocated_last_minute[gpu_type]                       gauge (allocated over the minute
                                             _active and _productive average: the three tiers of one minute)
@@ -81,6 +81,7 @@ from controlplane.models import (
     Node,
     Quota,
     SchedulerLease,
+    Team,
 )
 from controlplane.services import accounting, eta_record, maintenance
 from controlplane.services.access import access_of
@@ -209,29 +210,34 @@ class QuartermasterCollector(Collector):
                                       "Most GPUs a team may borrow beyond its guarantee (absent: unlimited).", labels=labels)
         lending = GaugeMetricFamily(f"{PREFIX}_quota_lending_limit_gpus",
                                     "Most of its guarantee a team may lend (absent: unlimited).", labels=labels)
-        quotas: list[tuple[str, str]] = []
+        # Usage carries the cohort as the quota's other series do, so usage / nominal matches one
+        # to one (until 7 Dec it lacked it and needed `ignoring(cohort)`). A team holding a GPU
+        # type it has no quota for reads its own cohort there too.
+        cohorts = {t["name"]: t["cohort__name"] or "" for t in Team.objects.values("name", "cohort__name")}
+        quotas: list[tuple[str, str, str]] = []
         for q in Quota.objects.values("team__name", "gpu_type__name", "team__cohort__name", "nominal_gpus",
                                       "borrowing_limit", "lending_limit"):
-            quotas.append((q["team__name"], q["gpu_type__name"]))
             values = [q["team__name"], q["gpu_type__name"], q["team__cohort__name"] or ""]
+            quotas.append((values[0], values[1], values[2]))
             nominal.add_metric(values, q["nominal_gpus"])
             if q["borrowing_limit"] is not None:
                 borrowing.add_metric(values, q["borrowing_limit"])
             if q["lending_limit"] is not None:
                 lending.add_metric(values, q["lending_limit"])
         usage = GaugeMetricFamily(f"{PREFIX}_quota_usage_gpus", "GPUs each team holds now, per GPU type "
-                                  "(0 for a quota of which it holds none).", labels=["team", "gpu_type"])
+                                  "(0 for a quota of which it holds none).", labels=labels)
         # Every quota has its series, 0 while its team holds none of that type: without one, the
         # share of its guarantee a team uses left out exactly the teams using none of it.
-        held: dict[tuple[str, str], int] = dict.fromkeys(quotas, 0)
+        held: dict[tuple[str, str, str], int] = dict.fromkeys(quotas, 0)
         for r in (
             AllocationGpu.held()
             .values("allocation__job__team__name", "node__gpu_type__name")
             .annotate(n=Count("id"))
         ):
-            held[(r["allocation__job__team__name"], r["node__gpu_type__name"])] = r["n"]
-        for (team, gpu_type), n in sorted(held.items()):
-            usage.add_metric([team, gpu_type], n)
+            team = r["allocation__job__team__name"]
+            held[(team, r["node__gpu_type__name"], cohorts.get(team, ""))] = r["n"]
+        for key, n in sorted(held.items()):
+            usage.add_metric(list(key), n)
         yield from (nominal, borrowing, lending, usage)
 
     # -- the three tiers -----------------------------------------------------------------

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from controlplane.models import Node, Quota
+from controlplane.models import Node, Quota, Team
 from controlplane.services import nodes
 from controlplane.services.cycle import run_cycle
 
@@ -59,9 +59,12 @@ def test_operator_a_team_holding_nothing_reads_0_for_each_of_its_quotas(
 
     usage = _series(client_for("admin"), "quartermaster_quota_usage_gpus")
 
-    quotas = {(("gpu_type", q.gpu_type.name), ("team", q.team.name))
-              for q in Quota.objects.select_related("team", "gpu_type")}
+    def key(team: str, gpu_type: str) -> tuple[tuple[str, str], ...]:
+        cohort = Team.objects.get(name=team).cohort
+        return (("cohort", cohort.name if cohort else ""), ("gpu_type", gpu_type), ("team", team))
+
+    quotas = {key(q.team.name, q.gpu_type.name) for q in Quota.objects.select_related("team", "gpu_type")}
     assert quotas <= set(usage)  # every quota's usage has a series, held or not
-    assert usage[(("gpu_type", "H100-80GB"), ("team", "vision"))] == 2.0
-    assert usage[(("gpu_type", "A100-40GB"), ("team", "vision"))] == 0.0
-    assert usage[(("gpu_type", "H100-80GB"), ("team", "serving"))] == 0.0
+    assert usage[key("vision", "H100-80GB")] == 2.0
+    assert usage[key("vision", "A100-40GB")] == 0.0
+    assert usage[key("serving", "H100-80GB")] == 0.0

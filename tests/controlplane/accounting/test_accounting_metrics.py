@@ -75,7 +75,7 @@ def test_metrics_parse_and_carry_the_kueue_families(admin_client: APIClient, bus
     assert m["quartermaster_evicted_jobs_total"][(("priority_class", "production"), ("reason", "Preempted"),
                                                   ("team", "vision"))] == 1
     assert m["quartermaster_quota_nominal_gpus"][(("cohort", "all"), ("gpu_type", "H100-80GB"), ("team", "ml"))] == 16
-    assert m["quartermaster_quota_usage_gpus"][(("gpu_type", "H100-80GB"), ("team", "ml"))] == 8
+    assert m["quartermaster_quota_usage_gpus"][(("cohort", "all"), ("gpu_type", "H100-80GB"), ("team", "ml"))] == 8
     assert m["quartermaster_gpus_allocated"][(("gpu_type", "H100-80GB"),)] == 8
     assert m["quartermaster_gpus_capacity"][(("gpu_type", "H100-80GB"),)] == 32
     assert m["quartermaster_gpus_active"][(("gpu_type", "H100-80GB"),)] == pytest.approx(4.0)
@@ -160,3 +160,20 @@ def test_a_valid_token_without_the_right_is_403_on_metrics_as_on_the_api(clients
     owner = clients["owner"]
     assert owner.get("/api/v1/metrics/queue/").status_code == 200  # the token is good
     assert owner.get("/metrics").status_code == 403
+
+
+def test_quota_usage_has_the_labels_of_its_quota(admin_client: APIClient, busy_fleet: Any, fleet: Fleet) -> None:
+    """usage / nominal matches series one to one, with no ignoring(cohort) (found on the
+    operator's review, 7 Dec: usage lacked the cohort label the quota's other series have)."""
+    loner = f.make_team("loner")
+    f.make_quota(loner, fleet.nodes[0].gpu_type, nominal_gpus=4, borrowing_limit=2, lending_limit=1)
+
+    m = scrape(admin_client)
+
+    usage = m["quartermaster_quota_usage_gpus"]
+    assert set(usage) == set(m["quartermaster_quota_nominal_gpus"])
+    assert usage[(("cohort", "all"), ("gpu_type", "H100-80GB"), ("team", "ml"))] == 8
+    assert usage[(("cohort", ""), ("gpu_type", fleet.nodes[0].gpu_type.name), ("team", "loner"))] == 0
+    for limits in ("quartermaster_quota_borrowing_limit_gpus", "quartermaster_quota_lending_limit_gpus"):
+        assert (("cohort", ""), ("gpu_type", fleet.nodes[0].gpu_type.name), ("team", "loner")) in m[limits]
+        assert set(m[limits]) <= set(usage)
