@@ -7,7 +7,8 @@ of job events and the admission-attempt histogram are folded in by the accountin
 whole event history.
 
 Families (labels in brackets):
-  quartermaster_pending_jobs[team, priority_class, reason, status]        gauge
+  quartermaster_pending_jobs[team, priority_class, reason, status]        gauge (0, reason empty, for every
+                                            team with a quota × priority class × status, always)
   quartermaster_admitted_jobs_total[team, priority_class]                  counter
   quartermaster_finished_jobs_total[team, priority_class, reason]          counter
   quartermaster_preempted_jobs_total[team, priority_class, reason]         counter
@@ -79,6 +80,7 @@ from controlplane.models import (
     Job,
     MaintenanceWindow,
     Node,
+    PriorityClass,
     Quota,
     SchedulerLease,
     Team,
@@ -131,9 +133,20 @@ class QuartermasterCollector(Collector):
 
     def _pending(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily(
-            f"{PREFIX}_pending_jobs", "Jobs waiting, by the engine's reason; status inadmissible = can never run as asked.",
+            f"{PREFIX}_pending_jobs", "Jobs waiting, by the engine's reason; status inadmissible = can never run as asked "
+            "(reason empty: the 0 kept for every team with a quota, priority class and status).",
             labels=["team", "priority_class", "reason", "status"],
         )
+        # Every team with a quota has a series per priority class and status, reason empty, at 0
+        # always: with none, an empty queue had no series at all, so a queue-depth graph read "No
+        # data" and an alert on it could not tell an empty queue from a broken scrape. A waiting
+        # job always has a reason ("Queued" when the engine gave none), so these never hide a job.
+        counts: dict[tuple[str, str, str, str], int] = {
+            (team, priority_class, "", status): 0
+            for team in Quota.objects.values_list("team__name", flat=True).distinct()
+            for priority_class in PriorityClass.objects.values_list("name", flat=True)
+            for status in ("active", "inadmissible")
+        }
         rows = (
             Job.objects.filter(state__in=[JobState.PENDING, JobState.UNSCHEDULABLE])
             .values("team__name", "priority_class__name", "pending_code", "pending_resolvable", "state")
@@ -141,11 +154,11 @@ class QuartermasterCollector(Collector):
         )
         for r in rows:
             inadmissible = r["state"] == JobState.UNSCHEDULABLE or not r["pending_resolvable"]
-            family.add_metric(
-                [r["team__name"], r["priority_class__name"], r["pending_code"] or "Queued",
-                 "inadmissible" if inadmissible else "active"],
-                r["n"],
-            )
+            key = (r["team__name"], r["priority_class__name"], r["pending_code"] or "Queued",
+                   "inadmissible" if inadmissible else "active")
+            counts[key] = counts.get(key, 0) + r["n"]
+        for labels, n in sorted(counts.items()):
+            family.add_metric(list(labels), n)
         return family
 
     def _event_counters(self, cursor: AccountingCursor | None) -> Iterator[CounterMetricFamily]:

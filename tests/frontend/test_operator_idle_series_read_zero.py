@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from controlplane.models import Node, Quota, Team
+from controlplane.models import Node, PriorityClass, Quota, Team
 from controlplane.services import nodes
 from controlplane.services.cycle import run_cycle
 
@@ -68,3 +68,41 @@ def test_operator_a_team_holding_nothing_reads_0_for_each_of_its_quotas(
     assert usage[key("vision", "H100-80GB")] == 2.0
     assert usage[key("vision", "A100-40GB")] == 0.0
     assert usage[key("serving", "H100-80GB")] == 0.0
+
+
+def test_operator_an_empty_queue_reads_0_pending_for_every_team_class_and_status(
+    client_for: Callable[[str], Client],
+) -> None:
+    """Found on the operator's review of /metrics (7 Dec): with nothing waiting,
+    `quartermaster_pending_jobs` had no series at all, so a queue-depth graph read "No data"
+    and the alert on inadmissible jobs could not tell an empty queue from a broken scrape."""
+    admin = client_for("admin")
+
+    pending = _series(admin, "quartermaster_pending_jobs")
+
+    teams = set(Quota.objects.values_list("team__name", flat=True))
+    classes = set(PriorityClass.objects.values_list("name", flat=True))
+    assert len(teams) > 1 and len(classes) > 1
+    assert pending == {
+        (("priority_class", c), ("reason", ""), ("status", status), ("team", t)): 0.0
+        for t in teams for c in classes for status in ("active", "inadmissible")
+    }
+
+
+def test_operator_waiting_jobs_count_beside_the_0_series_of_the_queue(
+    client_for: Callable[[str], Client], submit_as: Any,
+) -> None:
+    """The always-present series stay (at 0, no reason) when jobs wait: a sum by team, class
+    or status reads the jobs, and no series of the graph comes and goes with the queue."""
+    job = submit_as("alice", name="waits", gpus=2, gpu_types=("H100-80GB",))  # no cycle yet: it waits, active
+    admin = client_for("admin")
+
+    pending = _series(admin, "quartermaster_pending_jobs")
+
+    waiting = {labels: n for labels, n in pending.items() if dict(labels)["reason"]}
+    assert waiting == {(("priority_class", job.priority_class.name), ("reason", job.pending_code),
+                        ("status", "active"), ("team", job.team.name)): 1.0}
+    baseline = (("priority_class", job.priority_class.name), ("reason", ""), ("status", "active"),
+                ("team", job.team.name))
+    assert pending[baseline] == 0.0
+    assert sum(n for labels, n in pending.items() if dict(labels)["team"] == job.team.name) == 1.0
