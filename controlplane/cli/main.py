@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--reason", metavar="CODE",
                        help="only waiting jobs with this reason, e.g. QuotaExceeded, WaitingForDependency, Held")
         p.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this job array")
-        p.add_argument("--node", help="only the jobs holding GPUs on this node now (as squeue -w)")
+        p.add_argument("--node", "-w", metavar="NODE", help="only the jobs holding GPUs on this node now (-w as squeue's)")
         p.add_argument("--sort", metavar="FIELD[,FIELD]",
                        help="id, submitted_at, gpus, queue_position, priority, name, state, started_at, "
                             "finished_at or elapsed; -FIELD descends (default: newest first)")

@@ -29,5 +29,10 @@ def test_list_node_shows_the_jobs_on_that_node(alice_qm, fleet) -> None:
     assert re.search(rf"^\s*{on_it.pk}\s+on-it\s", run.out, re.M), run.out
     assert "elsewhere" not in run.out
 
+    # -w NODE, as squeue -w: the same list
+    aliased = alice_qm("list", "-w", node.name)
+    assert aliased.code == 0 and aliased.out.splitlines()[1:] == run.out.splitlines()[1:], aliased.out
+    assert "-w NODE" in alice_qm("list", "--help").out
+
     empty = alice_qm("list", "--node", fleet.nodes[3].name)
     assert empty.code == 0 and "No jobs pending or running" in empty.out, empty.out
