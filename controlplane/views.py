@@ -8,9 +8,9 @@ from django.db.models import Count
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from controlplane.api.serializers.scheduling_loop import loop_state
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Job, Node
-from controlplane.services.fleet_figures import loop_figures
 
 log = structlog.get_logger(__name__)
 
@@ -36,18 +36,12 @@ def _glance() -> dict[str, object]:
         .values_list("state", "n")
     )
     ready = Node.objects.filter(state=NodeState.READY).count()
-    loop = loop_figures()
     return {
         "jobs": {
             "pending": by_state.get(JobState.PENDING, 0),
             "running": by_state.get(JobState.RUNNING, 0) + by_state.get(JobState.PREEMPTING, 0),
         },
         "nodes": {"ready": ready},
-        "loop": {
-            "last_cycle_at": loop.last_cycle_at.isoformat().replace("+00:00", "Z") if loop.last_cycle_at else None,
-            "last_cycle_age_s": loop.last_cycle_age_s,
-            # Said in words, still 200: the web serves, and a load balancer must not take it out.
-            "stalled": loop.stalled,
-            "stalled_after_s": loop.stalled_after_s,
-        },
+        # Said in words, still 200: the web serves, and a load balancer must not take it out.
+        "loop": loop_state(),
     }

@@ -18,6 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
+from controlplane.api.serializers.scheduling_loop import loop_state
+
 # PostgreSQL's OFFSET is a bigint: the largest offset there can be.
 MAX_OFFSET = 2**63 - 1
 _WHOLE = re.compile(r"^[0-9]+\Z")
@@ -91,6 +93,28 @@ class RunsPagination(Pagination):
             "total_cost_usd": {"type": "number", "format": "double", "example": 41.37,
                                "description": "What all of the job's runs have cost, in US dollars: the sum of "
                                               "every run's cost_usd, on this page or not."},
+            "results": paged["properties"]["results"],
+        }
+        return paged
+
+
+class JobsPagination(Pagination):
+    """The jobs list (jobs/): a page of jobs, and the scheduling loop's state as /healthz says it
+    (`loop`, one query): a waiting job's reason, place and ETA are the last cycle's word, so a
+    stalled loop's are that old and none of them starts (`qm list` says so)."""
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"count": self.count, "next": self.get_next_link(), "previous": self.get_previous_link(),
+                         "loop": loop_state(), "results": data})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        paged = super().get_paginated_response_schema(schema)
+        paged["required"] = [*paged["required"], "loop"]
+        paged["properties"] = {
+            **{k: v for k, v in paged["properties"].items() if k != "results"},
+            "loop": {"type": "object", "description": "The scheduling loop, as /healthz says it (last_cycle_at, "
+                                                      "last_cycle_age_s, stalled, stalled_after_s): a waiting job's "
+                                                      "reason, place and ETA are as of its last cycle."},
             "results": paged["properties"]["results"],
         }
         return paged

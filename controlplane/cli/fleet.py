@@ -9,6 +9,7 @@ from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.client import LARGEST_PAGE, Api, CliError
+from controlplane.cli.loop_state import loop_warning
 from scheduler_core.sentences import counted
 
 
@@ -31,15 +32,9 @@ def cmd_sinfo(api: Api, args: argparse.Namespace) -> int:
     print(f"Queue: {counted(queue['pending_jobs'], 'job')} waiting for {counted(queue['pending_gpus'], 'GPU')}"
           + (f" ({reasons})" if reasons else "") + f"; {counted(queue['running_jobs'], 'job')} running on "
           f"{counted(queue['running_gpus'], 'GPU')}.")
-    loop = queue.get("loop") or {}
     # Why jobs wait is the last cycle's word: a dead loop's reasons read as a healthy queue's.
-    if loop.get("stalled") is None and not loop.get("last_cycle_at"):
-        print("No scheduling cycle has run yet: no job starts until the scheduling loop runs (qm config).")
-    elif loop.get("stalled"):
-        print(f"The scheduling loop has stalled: no cycle has committed for "
-              f"{output.human_duration(loop.get('last_cycle_age_s'))} (the last at "
-              f"{output.utc_text(loop.get('last_cycle_at'))}); the reasons above are as of then, and no job starts "
-              "until it runs again (/healthz, qm config).")
+    if stalled := loop_warning(queue.get("loop"), "the reasons above"):
+        print(stalled)
     print("AWAY: free GPUs on nodes that take no work (not ready, or in a maintenance window). STRANDED: free GPUs "
           "on partly used nodes while a job needing whole nodes of the pool waits.")
     return 0

@@ -9,6 +9,7 @@ from typing import Any
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, refusal
+from controlplane.cli.loop_state import warn
 from controlplane.services import quota_text
 from controlplane.services.queue_rank_text import rank_in_line, ranks_in_line_never
 from scheduler_core.sentences import counted, gpu_hours
@@ -60,6 +61,8 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
         _print_queue(body, asked=bool(ids), team=args.team)
         for job in waiting_out:
             print(output.visible(f"Job {job['id']} ({job['name']}) is {_state_said(job)}; not in line."))
+        # ORDER is the next cycle's: with the loop stalled, that cycle is not coming.
+        warn(body.get("loop"))
     for error in unknown:
         print(f"error: {output.visible(str(error))}", file=sys.stderr)
     return 1 if unknown else 0

@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from rest_framework import serializers
 
 from controlplane.api.serializers.fields import NamedRecordField
+from controlplane.api.serializers.scheduling_loop import LoopStateSerializer
 from controlplane.api.serializers.sentences import said
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
 from controlplane.models import AllocationGpu, Job
@@ -524,6 +525,8 @@ class ExplanationSerializer(serializers.Serializer):
         help_text="A running elastic job below its maximum that the last cycle did not grow: why (the job's "
                   "growth_code); empty otherwise.")
     growth_note = serializers.CharField(help_text="The same in a sentence; empty otherwise.")
+    loop = LoopStateSerializer(help_text="The scheduling loop, as /healthz says it: a waiting job's reason, place "
+                               "and ETA are as of its last cycle.")
 
 
 class JobArrayRequeueSerializer(JobArraySerializer):

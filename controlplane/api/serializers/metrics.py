@@ -7,18 +7,10 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from controlplane.api.serializers.fields import no_record_named
+from controlplane.api.serializers.scheduling_loop import LoopStateSerializer
 from controlplane.api.serializers.sentences import SaidField
 from controlplane.filtersets import JOBS_SCOPE
 from controlplane.services import access, eta_record
-
-
-class LoopStateSerializer(serializers.Serializer):
-    last_cycle_at = serializers.DateTimeField(allow_null=True, help_text="When the last scheduling cycle committed "
-                                              "(null: none yet).")
-    last_cycle_age_s = serializers.FloatField(allow_null=True, help_text="How long ago, seconds.")
-    stalled = serializers.BooleanField(allow_null=True, help_text="No cycle committed for stalled_after_s: the "
-                                       "waiting reasons are as of the last one, and no job starts (null: none yet).")
-    stalled_after_s = serializers.FloatField(help_text="30 s, or five cycle intervals when those are longer.")
 
 
 class QueueMetricsSerializer(serializers.Serializer):
@@ -105,6 +97,8 @@ class JobPrioritySerializer(serializers.Serializer):
                              "given, at most 1,000) from `offset`.")
     team_shares = serializers.DictField(child=serializers.FloatField(),
                                         help_text="Each team with a job in line: its dominant share.")
+    loop = LoopStateSerializer(help_text="The scheduling loop, as /healthz says it: the order is the next cycle's, "
+                               "and no job starts until one runs.")
 
 
 class SchedulerLeaderSerializer(serializers.Serializer):

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 
 from controlplane.api import job_logs as logs_api
 from controlplane.api.errors import Conflict
-from controlplane.api.pagination import RunsPagination
+from controlplane.api.pagination import JobsPagination, Pagination, RunsPagination
 from controlplane.api.permissions import SubmitsJobs
 from controlplane.api.serializers.fleet import EventSerializer
 from controlplane.api.serializers.job_requests import (
@@ -50,6 +50,7 @@ from controlplane.api.serializers.jobs import (
     job_payload,
 )
 from controlplane.api.serializers.runs import JobRunSerializer
+from controlplane.api.serializers.scheduling_loop import loop_state
 from controlplane.api.serializers.sentences import said, utc_second
 from controlplane.api.serializers.submit_fast_path import plain_submit_request
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
@@ -122,6 +123,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     serializer_class = JobSerializer
     filterset_class = JobFilterSet
+    pagination_class = JobsPagination  # its list's page says the loop's state
     permission_classes = [SubmitsJobs]
 
     def get_queryset(self) -> QuerySet[Job]:
@@ -275,7 +277,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     @extend_schema(responses={200: EventSerializer(many=True)}, filters=False)
     @action(detail=True, methods=["get"], filterset_class=None, serializer_class=EventSerializer,
-            query_parameters=frozenset({"format", "limit", "offset"}))
+            pagination_class=Pagination, query_parameters=frozenset({"format", "limit", "offset"}))
     def events(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         events = Event.objects.filter(job=job).select_related("node", "team").order_by("created_at", "id")
@@ -424,6 +426,8 @@ def explanation(job: Job) -> dict[str, Any]:
         # a running elastic job below its maximum: why the last cycle did not grow it
         "growth_code": job.growth_code if job.state == JobState.RUNNING else "",
         "growth_note": said(job.growth_note) if job.state == JobState.RUNNING else "",
+        # the reason, place and ETA above are the last cycle's word: how old it is
+        "loop": loop_state(),
     }
 
 

@@ -54,7 +54,8 @@ class JobPriorityView(ApiMixin, APIView):
         # The page's links as every list's (api/pagination.py), from the count the service gave.
         pages.request, pages.count, pages.limit, pages.offset = request, found.count, limit, offset
         return Response(JobPrioritySerializer({**vars(found), "next": pages.get_next_link(),
-                                               "previous": pages.get_previous_link()}).data)
+                                               "previous": pages.get_previous_link(),
+                                               "loop": fleet_figures.loop_figures()}).data)
 
 
 class FairShareView(ApiMixin, APIView):

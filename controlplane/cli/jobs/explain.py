@@ -15,6 +15,7 @@ from controlplane.cli.jobs.waiting import (
     order_text,
     position_text,
 )
+from controlplane.cli.loop_state import loop_warning
 
 
 def cmd_explain(api: Api, args: argparse.Namespace) -> int:
@@ -43,6 +44,9 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
         ])
+        # Its reason, place and ETA are the last cycle's word: a stalled loop's read as a live one's.
+        if stalled := loop_warning(e.get("loop"), "its reason, queue position and start above"):
+            print(f"  {stalled}")
     elif e.get("growth_code"):
         output.fields([("  not growing", f"{e['growth_code']}: {e['growth_note']}")])
     return 0

@@ -10,6 +10,7 @@ from controlplane.cli import account, arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from controlplane.cli.jobs.gpus import gpus_cell
 from controlplane.cli.jobs.states import ACTIVE_STATES
+from controlplane.cli.loop_state import warn
 from scheduler_core.sentences import counted
 
 #: `qm list`'s (and `qm status`'s) API filters → its flags, as client.refusal names them.
@@ -91,6 +92,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
     ]
     if not rows:
         _say_none(api, args, page["count"])
+        warn(page.get("loop"))  # none of these: the loop is down all the same
         return 0
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
@@ -108,6 +110,8 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         # The API gives at most 1,000 a page: past that, --limit alone cannot show the rest.
         more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
         print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
+    # POS, START and REASON are the last cycle's word: a stalled loop's read as a healthy queue's.
+    warn(page.get("loop"), "the positions, start times and reasons above")
     return 0
 
 

@@ -12,6 +12,7 @@ from controlplane.cli.jobs.dependencies import runs_after
 from controlplane.cli.jobs.gpus import elastic, gpus_line, per_gpu
 from controlplane.cli.jobs.listing import cmd_list
 from controlplane.cli.jobs.waiting import eta_told_text, latest_start_text, position_text
+from controlplane.cli.loop_state import loop_warning
 from controlplane.services import exit_codes
 from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
@@ -28,14 +29,20 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(job)
         return 0
-    # A stopping job (state `preempting` whatever stopped it: a preemption, a resize, a cancel, its
-    # runtime limit) says why and by when, as `qm explain` does: the state alone read as a
-    # preemption for a job its owner had just cancelled.
-    stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
-    # A running job: since when, on which GPUs of which nodes (the API's explanation).
-    running = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "running" else ""
+    # One request for the API's explanation of a live job: a stopping job (state `preempting`
+    # whatever stopped it: a preemption, a resize, a cancel, its runtime limit) says why and by
+    # when, as `qm explain` does (the state alone read as a preemption for a job its owner had just
+    # cancelled); a running job since when, on which GPUs of which nodes; a waiting one the loop's
+    # state, its reason, place and ETA being the last cycle's word.
+    explained = (api.request("GET", f"jobs/{job['id']}/explain/")
+                 if job["state"] in ("pending", "preempting", "running") else {})
+    stopping = explained["reason"] if job["state"] == "preempting" else ""
+    running = explained["reason"] if job["state"] == "running" else ""
     output.fields([*_asked_fields(job), *_standing_fields(job, running, stopping),
                    *_preemption_fields(api, job, stopping), ("command", job["command"])])
+    if job["state"] == "pending" and (stalled := loop_warning(explained.get("loop"),
+                                                              "its reason, queue position and start above")):
+        print(stalled)
     return 0
 
 

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import JobState
+from controlplane.models import SchedulerLease
 from controlplane.services.cycle import run_cycle
 from tests.controlplane import factories as f
 
@@ -81,6 +82,8 @@ def test_sprio_lists_the_jobs_in_line_and_says_what_the_others_are(alice_qm, fle
     waiting = f.make_job(fleet.ml, fleet.research, name="waiting", gpus=8)
     running = f.make_job(fleet.ml, fleet.research, name="running", gpus=8, state=JobState.RUNNING,
                          started_at=timezone.now())
+    # a loop that runs: stderr is the error alone (a stalled one is said: test_qm_loop_stalled.py)
+    SchedulerLease.objects.update_or_create(name="scheduler", defaults={"last_cycle_at": timezone.now()})
 
     run = alice_qm("sprio", str(waiting.pk), str(running.pk), "999999")
 
