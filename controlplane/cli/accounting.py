@@ -17,6 +17,7 @@ from controlplane.cli import account, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
 from controlplane.cli.jobs.states import states_given
 from controlplane.services.history_text import gpus_held_text
+from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
@@ -185,6 +186,25 @@ SHOWBACK_COLUMNS = [
 ]
 #: __idle__'s cells that say nothing of it: capacity no job held is no job's GPU-hours or tokens.
 IDLE_BLANK = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usefulTokens")
+#: The GPU-hour columns, rounded cumulatively so they add up to TOTAL (`_hours_adding_up`).
+HOUR_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive")
+
+
+def _hours_adding_up(groups: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """The groups' GPU-hour cells (and "TOTAL"'s) to two places, rounded cumulatively in the API's
+    order (cost down, as the page rounds them: services/showback.presented_gpu_hours) so each
+    column adds up to TOTAL; a non-zero share rounded to none is said "< 0.01" (`share_said`).
+    From the API's figures, each to four places, as `qm runs` rounds a job's runs. Until 7 Dec
+    each cell was rounded on its own and the rows could miss TOTAL by 0.01."""
+    out: dict[str, dict[str, float]] = {name: {} for name, _ in groups}
+    out["TOTAL"] = {}
+    for key in HOUR_KEYS:
+        exact = [Decimal(str(a.get(key) or 0)) for _, a in groups]
+        shares = rounded_cumulatively(exact, HUNDREDTH)
+        for (name, _), share, figure in zip(groups, shares, exact, strict=True):
+            out[name][key] = float(share_said(share, figure))
+        out["TOTAL"][key] = float(share_said(sum(shares, Decimal("0.00")), sum(exact, Decimal(0))))
+    return out
 
 
 def _money(value: Any, key: str) -> str:
@@ -249,12 +269,14 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     # so its GPU-hour cells stay empty and the columns add up to TOTAL; a line below says them.
     # A job row says whose job it is (its id alone sent finance to look each one up).
     named = ("job", "team", "project") if args.by == "job" else ()
+    hours = _hours_adding_up([(name, a) for name, a in allocations.items() if name != IDLE_ENTRY])
     rows = [[name] + [str((a.get("properties") or {}).get(p) or "-") for p in named]
-            + [("-" if name == IDLE_ENTRY and key in IDLE_BLANK else _money(a.get(key), key))
+            + [("-" if name == IDLE_ENTRY and key in IDLE_BLANK else _money(hours.get(name, {}).get(key, a.get(key)), key))
                for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
-        rows.append(["TOTAL"] + ["" for _ in named] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
+        rows.append(["TOTAL"] + ["" for _ in named]
+                    + [_money(hours["TOTAL"].get(key, totals.get(key)), key) for _, key in SHOWBACK_COLUMNS])
     began = report.get("accountingBegan")
     # The period starts before the accounting began: nothing before was recorded (a month the
     # product joined halfway read as a fleet that cost nothing until then).

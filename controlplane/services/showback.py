@@ -53,6 +53,7 @@ from controlplane.services.accounting import (
     raw_horizon,
 )
 from controlplane.services.instants import InstantRefused, instant_from_text
+from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively
 from controlplane.services.showback_names import IDLE, UNALLOCATED
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
@@ -720,6 +721,37 @@ def hours(gpu_seconds: Decimal) -> Decimal:
     return (gpu_seconds / _HOUR_S).quantize(_HOURS_Q)
 
 
+#: The GPU-hour columns (the CSV's, less `gpu_hours_` and `_gpu_hours`) and the GPU-seconds each
+#: reads. `idle`: capacity no job held, on `__idle__` alone (a group holds none of it).
+GPU_HOUR_COLUMNS: dict[str, Callable[[ShowbackEntry], Decimal]] = {
+    "allocated": lambda e: e.allocated_gpu_seconds, "active": lambda e: e.active_gpu_seconds,
+    "productive": lambda e: e.productive_gpu_seconds, "lost": lambda e: e.lost_gpu_seconds,
+    "idle": lambda e: e.idle_gpu_seconds if e.key == IDLE else _ZERO,
+}
+#: GPU-hours as the page says them: two places (`sentences.gpu_hours`); the CSV keeps four.
+PAGE_HOURS_Q = HUNDREDTH
+
+
+def presented_gpu_hours(report: Showback, quantum: Decimal = _HOURS_Q) -> dict[str, dict[str, Decimal]]:
+    """GPU-hours per entry (and `__idle__`, `TOTAL`) for each of `GPU_HOUR_COLUMNS`, to `quantum`
+    (the CSV's four places, the page's two), rounded cumulatively (`run_text.rounded_cumulatively`,
+    the rule of a job's runs) over the groups in the report's order (cost down, then name) and
+    then `__idle__`, so each column adds up to its TOTAL, the exact sum rounded once. Each row is
+    within a `quantum` of its own rounding, so one of less than a `quantum` can read none (the
+    page says a non-zero one "< 0.01": `run_text.share_said`). Until 7 Dec each row was rounded on
+    its own: the page read language 4.2 + vision 3.0 above a TOTAL of 7.3, and a CSV's rows could
+    be 0.0001 off its TOTAL."""
+    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
+    out: dict[str, dict[str, Decimal]] = {r.key: {} for r in rows}
+    out["TOTAL"] = {}
+    for column, seconds in GPU_HOUR_COLUMNS.items():
+        shares = rounded_cumulatively([seconds(r) for r in rows], quantum, per=_HOUR_S)
+        for r, share in zip(rows, shares, strict=True):
+            out[r.key][column] = share
+        out["TOTAL"][column] = sum(shares, Decimal(0).quantize(quantum))
+    return out
+
+
 def _fmt(value: Decimal | None, quantum: Decimal) -> str:
     """Plain fixed-point text with exactly `quantum`'s places ("" for no value): never Decimal's
     scientific `1.24355E-7`, and zero as `0.00` like any other cent figure, never `0` or `-0.00`."""
@@ -1000,20 +1032,25 @@ def showback_csv(report: Showback) -> str:
     writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()), *PERIOD_CSV_COLUMNS])
     period = (iso(report.start), iso(report.end))
 
-    def hours(gpu_seconds: Decimal | None) -> str:
-        return _fmt(None if gpu_seconds is None else gpu_seconds / _HOUR_S, _HOURS_Q)
+    gpu_hours = presented_gpu_hours(report)
 
-    def row(entry: ShowbackEntry, reserved: Decimal | None, idle_gpu_seconds: Decimal | None) -> list[str]:
+    def row(entry: ShowbackEntry, reserved: Decimal | None, fleet_row: bool) -> list[str]:
         # Fixed places per column: hours 4, cents 2, $/GPU-hour 4, $/token 12, $/1M tokens 6, tokens 0.
+        # GPU-hours are `presented_gpu_hours`', which add up to TOTAL as the cents do.
         m = money[entry.key]
+        h = gpu_hours[entry.key]
+
+        def hours(column: str) -> str:
+            return _fmt(h[column], _HOURS_Q)
+
         per_token = entry.usd_per_useful_token
         return [
-            entry.name, hours(entry.allocated_gpu_seconds), hours(entry.active_gpu_seconds),
-            hours(entry.productive_gpu_seconds), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
+            entry.name, hours("allocated"), hours("active"),
+            hours("productive"), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
             _fmt(per_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
             _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
             str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
-            hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
+            hours("lost"), hours("idle") if fleet_row else "",
             _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
             *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
                str(entry.properties.get("project", ""))) if by_job else ()),
@@ -1026,11 +1063,10 @@ def showback_csv(report: Showback) -> str:
 
     for entry in sorted(report.entries, key=order):
         reserved = money[entry.key]["idle_reserved_usd"] if shows_idle_reserved(report) else None
-        writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
+        writer.writerow(row(entry, reserved, fleet))
     if report.idle is not None:
-        writer.writerow(row(report.idle, None, report.idle.idle_gpu_seconds))
-    total = report.total
-    writer.writerow(row(total, money["TOTAL"].get("idle_reserved_usd"), total.idle_gpu_seconds if fleet else None))
+        writer.writerow(row(report.idle, None, True))
+    writer.writerow(row(report.total, money["TOTAL"].get("idle_reserved_usd"), fleet))
     return buffer.getvalue()
 
 
