@@ -706,6 +706,12 @@ CSV_COLUMNS = (
 _SHARE_Q = Decimal("0.0001")
 #: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
 JOB_CSV_COLUMNS = ("job_name", "team", "project")
+#: Appended for `group_by=project`: the row's team and its project's own name ("" for the jobs
+#: that named none), so a spreadsheet can total by team. The first column keeps the JSON's key,
+#: `language/eval`, where readers by position and by the heading `project` find it; a second
+#: `project` heading would collide with it (csv.DictReader keeps one, pandas renames it), hence
+#: `project_name`, as `job_name` beside `job`. Until 7 Dec only `language/eval` in one cell.
+PROJECT_CSV_COLUMNS = ("team", "project_name")
 #: Last on every row: the period the report covers, in UTC as the JSON's `window` says it. Only
 #: the file name said it before (7 Dec), so months' CSVs pasted together lost whose rows were whose.
 PERIOD_CSV_COLUMNS = ("period_start", "period_end")
@@ -1028,8 +1034,9 @@ def showback_csv(report: Showback) -> str:
     fleet = report.idle is not None
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    by_job = report.group_by == "job"
-    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()), *PERIOD_CSV_COLUMNS])
+    by_job, by_project = report.group_by == "job", report.group_by == "project"
+    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()),
+                     *(PROJECT_CSV_COLUMNS if by_project else ()), *PERIOD_CSV_COLUMNS])
     period = (iso(report.start), iso(report.end))
 
     gpu_hours = presented_gpu_hours(report)
@@ -1054,6 +1061,7 @@ def showback_csv(report: Showback) -> str:
             _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
             *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
                str(entry.properties.get("project", ""))) if by_job else ()),
+            *((str(entry.properties.get("team", "")), _project_name(entry)) if by_project else ()),
             *period,
         ]
 
@@ -1068,6 +1076,13 @@ def showback_csv(report: Showback) -> str:
         writer.writerow(row(report.idle, None, True))
     writer.writerow(row(report.total, money["TOTAL"].get("idle_reserved_usd"), fleet))
     return buffer.getvalue()
+
+
+def _project_name(entry: ShowbackEntry) -> str:
+    """A project row's project as the job CSV names it: "" for its team's jobs that named none
+    (the first column's `vision/__unallocated__`); `__idle__` and TOTAL have none."""
+    project = str(entry.properties.get("project", ""))
+    return "" if project == UNALLOCATED else project
 
 
 def csv_filename(report: Showback) -> str:
