@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -719,7 +719,9 @@ def period_ticks(first: datetime, last: datetime, bucket_s: int) -> dict[str, An
     06:00, …), days from the first bar. With a tick on every day bar each label ("Dec 2") is
     centred on the day it names (`ticklabelmode: "period"`); an hour's label ("17:00") names an
     instant, the start of its bar, and stands on it, as a label does with a tick every few bars
-    (a period's label centred on seven bars would read as the middle one's)."""
+    (a period's label centred on seven bars would read as the middle one's). One bar alone
+    (a 30m window inside an hour) is ticked at its period's start and end: its axis holds its
+    whole period (`cost_over_time`)."""
     count = int((last - first).total_seconds() // bucket_s) + 1
     steps = period_strides(bucket_s)
     every = next((k for k in steps if math.ceil(count / k) <= MAX_PERIOD_TICKS), None)
@@ -789,8 +791,15 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
         for name, points in sorted(series.items())
     ]
     starts = [at for points in series.values() for at, _ in points]
+    first, last = min(starts), max(starts)
+    # One bar: plotly's range around a bar drawn inside its period held no period's start, so
+    # the axis had no tick and no label (a 30m window: a bar of $ saying no hour, until 7 Dec).
+    # The range (and the one a reset returns to) takes in the whole period: its start is ticked
+    # and labelled ("04:00", or a day's label centred on it), and the next period's start.
+    whole = {"autorangeoptions": {"include": [ts(first), ts(first + timedelta(seconds=bucket_s))]}} \
+        if first == last else {}
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack",
-                     xaxis={"type": "date", **period_ticks(min(starts), max(starts), bucket_s)},
+                     xaxis={"type": "date", **period_ticks(first, last, bucket_s), **whole},
                      yaxis={"tickprefix": "$"}, meta={"period_ticks": period_ticks_zoomed(bucket_s)})
     if window is not None:
         caption += partial_buckets_said(*window, bucket, bucket_s, {at for points in series.values() for at, _ in points})
