@@ -16,22 +16,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.test import Client
-from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.models import Node, PriorityClass, Quota, Team
 from controlplane.services import nodes
 from controlplane.services.cycle import run_cycle
-
-
-def _series(client: Client, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    response = client.get("/metrics")
-    assert response.status_code == 200, response.content
-    out: dict[tuple[tuple[str, str], ...], float] = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for s in family.samples:
-            if s.name == name:
-                out[tuple(sorted(s.labels.items()))] = s.value
-    return out
+from tests.frontend.metrics_series import series
 
 
 def test_operator_a_gpu_type_allocated_nothing_reads_0_beside_its_capacity(
@@ -44,8 +33,8 @@ def test_operator_a_gpu_type_allocated_nothing_reads_0_beside_its_capacity(
     run_cycle("test")
     admin = client_for("admin")
 
-    allocated = _series(admin, "quartermaster_gpus_allocated")
-    capacity = _series(admin, "quartermaster_gpus_capacity")
+    allocated = series(admin, "quartermaster_gpus_allocated")
+    capacity = series(admin, "quartermaster_gpus_capacity")
 
     assert set(allocated) == set(capacity)  # a ratio of the two has every GPU type
     assert allocated == {(("gpu_type", "A100-40GB"),): 0.0, (("gpu_type", "H100-80GB"),): 2.0}
@@ -57,7 +46,7 @@ def test_operator_a_team_holding_nothing_reads_0_for_each_of_its_quotas(
     submit_as("alice", name="small", gpus=2, gpu_types=("H100-80GB",))
     run_cycle("test")
 
-    usage = _series(client_for("admin"), "quartermaster_quota_usage_gpus")
+    usage = series(client_for("admin"), "quartermaster_quota_usage_gpus")
 
     def key(team: str, gpu_type: str) -> tuple[tuple[str, str], ...]:
         cohort = Team.objects.get(name=team).cohort
@@ -78,7 +67,7 @@ def test_operator_an_empty_queue_reads_0_pending_for_every_team_class_and_status
     and the alert on inadmissible jobs could not tell an empty queue from a broken scrape."""
     admin = client_for("admin")
 
-    pending = _series(admin, "quartermaster_pending_jobs")
+    pending = series(admin, "quartermaster_pending_jobs")
 
     teams = set(Quota.objects.values_list("team__name", flat=True))
     classes = set(PriorityClass.objects.values_list("name", flat=True))
@@ -97,7 +86,7 @@ def test_operator_waiting_jobs_count_beside_the_0_series_of_the_queue(
     job = submit_as("alice", name="waits", gpus=2, gpu_types=("H100-80GB",))  # no cycle yet: it waits, active
     admin = client_for("admin")
 
-    pending = _series(admin, "quartermaster_pending_jobs")
+    pending = series(admin, "quartermaster_pending_jobs")
 
     waiting = {labels: n for labels, n in pending.items() if dict(labels)["reason"]}
     assert waiting == {(("priority_class", job.priority_class.name), ("reason", job.pending_code),

@@ -19,22 +19,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
-from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.models import Node
 from controlplane.services import nodes
 from controlplane.services.cycle import run_cycle
-
-
-def _series(client: Client, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    response = client.get("/metrics")
-    assert response.status_code == 200, response.content
-    out: dict[tuple[tuple[str, str], ...], float] = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for s in family.samples:
-            if s.name == name:
-                out[tuple(sorted(s.labels.items()))] = s.value
-    return out
+from tests.frontend.metrics_series import series
 
 
 def test_operator_stranded_gpus_are_said_per_pool_as_sinfo_and_the_api_say_them(
@@ -55,6 +44,6 @@ def test_operator_stranded_gpus_are_said_per_pool_as_sinfo_and_the_api_say_them(
     per_pool = {(("pool", p["pool"]),): float(p["stranded_gpus"]) for p in api["pools"]}
     assert per_pool == {(("pool", "a100"),): 6.0, (("pool", "h100"),): 0.0}
 
-    assert _series(admin, "quartermaster_stranded_gpus") == per_pool
-    assert _series(admin, "quartermaster_largest_free_block_gpus") == {
+    assert series(admin, "quartermaster_stranded_gpus") == per_pool
+    assert series(admin, "quartermaster_largest_free_block_gpus") == {
         (("pool", p["pool"]),): float(p["largest_free_block"]) for p in api["pools"]}

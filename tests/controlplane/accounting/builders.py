@@ -87,3 +87,25 @@ def report(allocation: Allocation, on: Node, start: datetime, end: datetime, *, 
 
 def usd(text: str) -> Decimal:
     return Decimal(text)
+
+
+#: What each team holds in `both_teams_held_one_gpu`: 1.00505 GPU-hours, which rounds to 1.0050
+#: (4 places) or 1.01 (2) alone, so two such rows rounded each on its own miss their total.
+HELD_1_00505_GPU_HOURS = timedelta(seconds=3618, microseconds=180_000)
+
+
+def both_teams_held_one_gpu(fleet: Any) -> str:
+    """ml and vision each held one H100 for `HELD_1_00505_GPU_HOURS` from two hours ago, rolled
+    up; returns the showback window covering it ("start,end")."""
+    from django.utils import timezone
+
+    from controlplane.services import accounting
+
+    now = timezone.now().replace(microsecond=0)
+    start = accounting.floor_to(now, accounting.HOUR) - timedelta(hours=2)
+    for team, node in ((fleet.ml, fleet.nodes[1]), (fleet.vision, fleet.nodes[2])):
+        job = running_job(team, gpus=1, started_at=start, priority_class=fleet.research)
+        hold(job, [(node, 1)], start, start + HELD_1_00505_GPU_HOURS)
+    accounting.catch_up(now)
+    end = start + timedelta(hours=2)
+    return f"{start:%Y-%m-%dT%H:%M:%SZ},{end:%Y-%m-%dT%H:%M:%SZ}"

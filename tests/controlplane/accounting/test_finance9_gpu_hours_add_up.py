@@ -23,21 +23,7 @@ from django.test import Client
 from django.utils import timezone
 
 from controlplane.services import accounting
-from tests.controlplane.accounting.builders import hold, running_job
-
-HELD = timedelta(seconds=3618, microseconds=180_000)  # 1.00505 GPU-hours
-
-
-def _both_teams_held_one_gpu(fleet: Any) -> str:
-    """ml and vision each held one H100 for `HELD`, an hour ago; returns the window covering it."""
-    now = timezone.now().replace(microsecond=0)
-    start = accounting.floor_to(now, accounting.HOUR) - timedelta(hours=2)
-    for team, node in ((fleet.ml, fleet.nodes[1]), (fleet.vision, fleet.nodes[2])):
-        job = running_job(team, gpus=1, started_at=start, priority_class=fleet.research)
-        hold(job, [(node, 1)], start, start + HELD)
-    accounting.catch_up(now)
-    end = start + timedelta(hours=2)
-    return f"{start:%Y-%m-%dT%H:%M:%SZ},{end:%Y-%m-%dT%H:%M:%SZ}"
+from tests.controlplane.accounting.builders import both_teams_held_one_gpu, hold, running_job
 
 
 def _csv(clients: dict[str, Any], window: str, group_by: str = "team") -> list[dict[str, str]]:
@@ -51,7 +37,7 @@ HOUR_COLUMNS = ("gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive
 
 
 def test_the_csvs_gpu_hour_columns_add_up_to_total(fleet: Any, clients: dict[str, Any]) -> None:
-    window = _both_teams_held_one_gpu(fleet)
+    window = both_teams_held_one_gpu(fleet)
     rows = _csv(clients, window)
     by_name = {r["team"]: r for r in rows}
     assert by_name["TOTAL"]["gpu_hours_allocated"] == "2.0101"
@@ -64,7 +50,7 @@ def test_the_csvs_gpu_hour_columns_add_up_to_total(fleet: Any, clients: dict[str
 
 
 def test_the_json_keeps_each_rows_own_figure(fleet: Any, clients: dict[str, Any]) -> None:
-    window = _both_teams_held_one_gpu(fleet)
+    window = both_teams_held_one_gpu(fleet)
     report = clients["finance"].get("/api/v1/showback/", {"window": window, "group_by": "team"}).json()
     data = report["data"][0]
     assert data["ml"]["gpuHours"] == data["vision"]["gpuHours"] == 1.005  # 1.00505 to four places, half to even
@@ -79,7 +65,7 @@ def _page_cells(html: str) -> dict[str, str]:
 
 
 def test_the_pages_gpu_hours_add_up_to_total_in_two_places(fleet: Any) -> None:
-    window = _both_teams_held_one_gpu(fleet)
+    window = both_teams_held_one_gpu(fleet)
     client = Client()
     client.force_login(fleet.users["finance"])
     response = client.get("/showback/", {"window": window})

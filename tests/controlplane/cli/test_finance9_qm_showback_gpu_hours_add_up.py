@@ -5,27 +5,15 @@ cumulatively to two places (`run_text.rounded_cumulatively`), in the API's order
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
-from django.utils import timezone
-
-from controlplane.services import accounting
-from tests.controlplane.accounting.builders import hold, running_job
+from tests.controlplane.accounting.builders import both_teams_held_one_gpu
 from tests.controlplane.cli.showback_table import table_row
-
-HELD = timedelta(seconds=3618, microseconds=180_000)  # 1.00505 GPU-hours
 
 
 def test_qm_showbacks_gpu_hours_add_up_to_total(qm, fleet) -> None:
-    now = timezone.now().replace(microsecond=0)
-    start = accounting.floor_to(now, accounting.HOUR) - timedelta(hours=2)
-    for team, node in ((fleet.ml, fleet.nodes[1]), (fleet.vision, fleet.nodes[2])):
-        job = running_job(team, gpus=1, started_at=start, priority_class=fleet.research)
-        hold(job, [(node, 1)], start, start + HELD)
-    accounting.catch_up(now)
+    window = both_teams_held_one_gpu(fleet)
     assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
-    window = f"{start:%Y-%m-%dT%H:%M:%SZ},{start + timedelta(hours=2):%Y-%m-%dT%H:%M:%SZ}"
 
     r = qm("showback", "--by", "team", "--window", window)
 
