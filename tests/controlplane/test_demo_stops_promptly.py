@@ -4,8 +4,8 @@ Until 7 Dec the demo's web server stopped accepting connections the moment the s
 only then were its simulated agents told to stop: their last reports and goodbyes went to a port
 still listening but never answered, each call waiting out the agent's 10 s read timeout, and the
 demo killed them after 15 s. Stopping took 11 s when the agents were connecting (about 18 s in
-the review of 6 Dec). Now the agents stop first, while the server answers, then the loops, then
-the server. The demo runs here as a real process on a SQLite file, with its real agents."""
+the review of 6 Dec). Now the loops stop first, each finishing its round, then the agents while the
+server still answers, then the server. The demo runs here as a real process on a SQLite file, with its real agents."""
 
 from __future__ import annotations
 
