@@ -3,7 +3,11 @@ sideways. Its eight columns made a 626 px table in a 380 px box, and the State c
 researcher opens the list for (Pending, its reason, its place in line and ETA), sat off screen to
 the right of Team and Priority, with nothing to say it was there. On a phone the list keeps the
 job, its name, shape, state and age; the team, priority class and submitter stay on the job's page
-(and the filters) and come back on a wider screen."""
+(and the filters) and come back on a wider screen.
+
+The jobs' ids are a busy fleet's seven digits (#1234567), whatever ran before on the test's
+database: CI's worker had made some 100,000 jobs by then, its six-digit ids pushed the table 7 px
+past its box, and run alone the test's ids were one digit and passed (7 Dec)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from django.db import connection
+
+from controlplane.models import Job
 from controlplane.services.jobs import SubmitRequest, submit
 from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
@@ -36,6 +43,8 @@ MEASURE = """() => {
 ])
 def test_each_jobs_state_is_on_screen(session: Any, width: int, heads: list[str]) -> None:  # noqa: F811
     alice = user("alice")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1234566)", [Job._meta.db_table])
     submit(alice, SubmitRequest(name="pretrain-gang-with-a-long-name", gpus=32, gpus_per_node=8, project="detector"))
     submit(alice, SubmitRequest(name="sweep", gpus=1, array="0-2"))
     tab = session("alice")
