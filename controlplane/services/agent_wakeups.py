@@ -1,7 +1,7 @@
 """Wake-ups: an agent learns its desired state from its heartbeats; wake-ups only make it ask
 sooner. When a commit binds work to a node or asks it to stop something, the node's wake
 sequence number is raised in Redis (`qm:agent:wake`, node id → number) and published on
-`qm:agent:wake`; an agent holding a long poll (POST nodes/wait, api/agent.py) is answered at
+`qm:agent:wake:<database>` (`wake_channel`); an agent holding a long poll (POST nodes/wait, api/agent.py) is answered at
 once and fetches its allocations right away instead of up to a heartbeat interval later. Losing
 a wake-up (Redis down, a web process restarting) costs only that latency: the heartbeat remains
 the source of truth. The rest of the agent protocol is services/agent_protocol.py; this module
@@ -23,11 +23,27 @@ log = structlog.get_logger(__name__)
 
 WAKE_KEY = "qm:agent:wake"
 WAKE_SEQ_KEY = "qm:agent:wake:seq"
-WAKE_CHANNEL = "qm:agent:wake"
+WAKE_CHANNEL = "qm:agent:wake"  # and the Redis database's number: `wake_channel`
 MAX_WAIT_S = 30.0
 #: How often a held wait asks whether its agent is still there (`gone`, when the web server can
 #: tell): a dead agent's wait gives its thread back within this, not at its timeout.
 GONE_CHECK_S = 0.5
+
+
+def wake_channel() -> str:
+    """The channel this control plane's wake-ups go out on. Redis keeps keys per database but
+    channels per server: two control planes on one Redis server at different database numbers
+    (staging and production) would otherwise answer each other's agents' waits."""
+    from redis.connection import parse_url
+
+    return f"{WAKE_CHANNEL}:{parse_url(settings.REDIS_URL).get('db', 0)}"
+
+
+def listener_name() -> str:
+    """The name this process's wake-up listener gives its Redis connection (CLIENT LIST)."""
+    import os
+
+    return f"qm-agent-wake-{os.getpid()}"
 
 
 def wake_nodes(node_ids: Iterable[int]) -> None:
@@ -41,6 +57,15 @@ def wake_nodes_on_commit(node_ids: Iterable[int]) -> None:
     ids = sorted({int(n) for n in node_ids})
     if ids:
         transaction.on_commit(lambda: wake_nodes(ids))
+
+
+def answer_every_wait() -> None:
+    """Answer every wait this process holds now, each with what is new for its nodes (often
+    nothing), instead of at its timeout: for a server that is done serving them (the tests'
+    live server between tests, whose agents have stopped and whose threads would otherwise hold
+    their database connections for up to 30 s)."""
+    if _wake_hub is not None:
+        _wake_hub.answer_all()
 
 
 class WaitsExhausted(Exception):
@@ -70,6 +95,7 @@ class _WakeHub:
         self._local_seq = 0
         self._local: dict[int, int] = {}
         self._holding = 0  # waits this process holds now
+        self._answered = 0  # raised by answer_all: every wait held before it ends
 
     # -- storage of the sequence numbers
     def _redis(self) -> Any:
@@ -90,7 +116,7 @@ class _WakeHub:
             seq = int(client.incr(WAKE_SEQ_KEY))
             pipe = client.pipeline(transaction=False)
             pipe.hset(WAKE_KEY, mapping={str(n): seq for n in ids})
-            pipe.publish(WAKE_CHANNEL, ",".join(map(str, ids)))
+            pipe.publish(wake_channel(), ",".join(map(str, ids)))
             pipe.execute()
         except Exception as error:  # noqa: BLE001 - a lost wake-up costs latency, nothing else
             log.warning("agent wake-up not sent; agents learn at their next heartbeat", error=str(error))
@@ -128,6 +154,7 @@ class _WakeHub:
             self._holding += 1
         event = threading.Event()
         with self._lock:
+            answered = self._answered
             for n in ids:
                 self._waiters[n].add(event)
         try:
@@ -136,8 +163,11 @@ class _WakeHub:
             until = time.monotonic() + timeout_s
             while not woken and (left := until - time.monotonic()) > 0:
                 if event.wait(left if gone is None else min(left, GONE_CHECK_S)):
+                    event.clear()  # first: a wake-up published during the re-check sets it again
                     woken, current = self._woken(ids, since)
-                    break
+                    if self._answered != answered:
+                        break  # answer_every_wait
+                    # nothing new (the listener's re-check after regaining Redis): wait on
                 if gone is not None and gone():
                     break  # nobody to answer: the thread goes back to the API now
         finally:
@@ -150,6 +180,11 @@ class _WakeHub:
                         if not waiters:
                             del self._waiters[n]
         return woken, current
+
+    def answer_all(self) -> None:
+        with self._lock:
+            self._answered += 1
+        self._notify(None)
 
     def _notify(self, ids: Iterable[int] | None) -> None:
         with self._lock:
@@ -179,9 +214,9 @@ class _WakeHub:
         while True:
             try:
                 client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1.0, socket_timeout=5.0,
-                                              health_check_interval=10)
+                                              health_check_interval=10, client_name=listener_name())
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe(WAKE_CHANNEL)
+                pubsub.subscribe(wake_channel())
                 # Whatever was published while we were not subscribed: let every waiter re-check.
                 self._notify(None)
                 while True:
