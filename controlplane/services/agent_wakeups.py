@@ -68,6 +68,14 @@ def answer_every_wait() -> None:
         _wake_hub.answer_all()
 
 
+def stop_holding_waits() -> None:
+    """This process is stopping (a web worker told to exit gracefully): answer every wait it
+    holds now, and any it is asked for from now on at once. A held wait is a request in flight,
+    which a graceful stop waits for: up to the wait's 30 s, where the worker's other requests
+    take a second or two."""
+    _hub().answer_all(stopping=True)
+
+
 class WaitsExhausted(Exception):
     """This process already holds AGENT_MAX_WAITS long polls: a wait now would take a thread
     the API needs. The agent backs off and relies on its heartbeats meanwhile."""
@@ -96,6 +104,7 @@ class _WakeHub:
         self._local: dict[int, int] = {}
         self._holding = 0  # waits this process holds now
         self._answered = 0  # raised by answer_all: every wait held before it ends
+        self._stopping = False  # stop_holding_waits: no wait is held any more
 
     # -- storage of the sequence numbers
     def _redis(self) -> Any:
@@ -145,7 +154,7 @@ class _WakeHub:
         import time
 
         woken, current = self._woken(ids, since)
-        if woken or since is None or timeout_s <= 0:
+        if woken or since is None or timeout_s <= 0 or self._stopping:
             return woken, current
         with self._lock:
             # Each wait holds a web thread: never so many that the API has none left.
@@ -181,9 +190,10 @@ class _WakeHub:
                             del self._waiters[n]
         return woken, current
 
-    def answer_all(self) -> None:
+    def answer_all(self, stopping: bool = False) -> None:
         with self._lock:
             self._answered += 1
+            self._stopping = self._stopping or stopping
         self._notify(None)
 
     def _notify(self, ids: Iterable[int] | None) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from django.db import connection
 
 from controlplane.models import Job
