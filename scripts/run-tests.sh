@@ -33,7 +33,8 @@ export QM_TEST_RUN
 QM_TEST_SERIAL_FILES=$(mktemp)
 export QM_TEST_SERIAL_FILES
 trap 'rm -f "$QM_TEST_SERIAL_FILES"' EXIT
-"$py" -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder -m "not chaos"
+# --durations: the run's slowest tests, in every log (CI's too), for the suite's time to be watched.
+"$py" -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder -m "not chaos" --durations=25
 first=$?
 mapfile -t chaos_files <"$QM_TEST_SERIAL_FILES"
 "$py" -m pytest -m chaos "${chaos_files[@]}"
