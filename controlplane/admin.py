@@ -9,15 +9,16 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
+from django.contrib.admin.utils import NestedObjects, quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.models import Group
-from django.db import models, transaction
+from django.db import models, router, transaction
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Lead
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -255,6 +256,45 @@ if admin.site.is_registered(User):
 # revokes them.
 
 
+class _UsersRecords(NestedObjects):
+    """Django's collector of what a deletion takes with it, reading each membership's team with
+    it: a membership's line names its team ("dora in ml as member"), which Django read in one
+    query per membership, so "Delete selected users" cost a query more for each user."""
+
+    def related_objects(self, related_model, related_fields, objs):  # type: ignore[no-untyped-def]
+        found = super().related_objects(related_model, related_fields, objs)
+        return found.select_related("team") if related_model is Membership else found
+
+
+def _deleted_objects(objs: Any, request: HttpRequest, admin_site: admin.AdminSite) -> Any:
+    """django.contrib.admin.utils.get_deleted_objects (Django 5.2) with `_UsersRecords` for its
+    collector, which that function does not let a caller choose: what goes with the users, each
+    line as Django says it, perms_needed and protected as Django judges them."""
+    if not objs:
+        return [], {}, set(), []
+    collector = _UsersRecords(using=router.db_for_write(objs[0]._meta.model), origin=objs)
+    collector.collect(objs)
+    perms_needed: set[str] = set()
+
+    def format_callback(obj: Any) -> Any:
+        opts = obj._meta
+        no_edit_link = f"{capfirst(opts.verbose_name)}: {obj}"
+        if not admin_site.is_registered(obj.__class__):
+            return no_edit_link
+        if not admin_site.get_model_admin(obj.__class__).has_delete_permission(request, obj):
+            perms_needed.add(opts.verbose_name)
+        try:
+            url = reverse(f"{admin_site.name}:{opts.app_label}_{opts.model_name}_change", None, (quote(obj.pk),))
+        except NoReverseMatch:
+            return no_edit_link
+        return format_html('{}: <a href="{}">{}</a>', capfirst(opts.verbose_name), url, obj)
+
+    to_delete = collector.nested(format_callback)
+    protected = [format_callback(obj) for obj in collector.protected]
+    counts = {model._meta.verbose_name_plural: len(found) for model, found in collector.model_objs.items()}
+    return to_delete, counts, perms_needed, protected
+
+
 @admin.register(User)
 class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
     """Django's user pages with the user's roles (memberships), each change recorded as on a
@@ -297,16 +337,21 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
             super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        """"Delete selected users": the users locked and their deletions recorded together, in a
+        constant number of queries however many are selected (each user's own pre_delete read
+        and wrote a dozen: services/config_audit.users_deleting), then deleted."""
         with config_audit.changing_users(_actor(request)):
-            super().delete_queryset(request, queryset)
+            users = config_audit.users_deleting(list(queryset.order_by().values_list("pk", flat=True)))
+            super().delete_queryset(request, self.model._default_manager.filter(pk__in=[u.pk for u in users]))
 
     def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
         """The confirmation page (and "Delete selected users") also says what the deletion empties
         in the records that stay, which Django's list of what goes leaves out: the jobs the user
-        submitted or holds, the maintenance windows they created or cancelled, counted."""
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        return [*deleted, *(line for obj in objs for line in config_audit.deletion_consequences(obj))], \
-            counts, perms_needed, protected
+        submitted or holds, the maintenance windows they created or cancelled, counted; and the
+        API tokens that go with them, by id and issue time, which Django's list names only by
+        number. A constant number of queries, however many users are selected."""
+        deleted, counts, perms_needed, protected = _deleted_objects(objs, request, self.admin_site)
+        return [*deleted, *config_audit.deletions_consequences(list(objs))], counts, perms_needed, protected
 
     @admin.display(description="roles")
     def roles(self, user: Any) -> str:

@@ -12,8 +12,10 @@ theirs), do the work that belongs to the services. So the models import no servi
   A user created, changed in who they are or what they may do (their groups and permissions
   too, changed from either side), given a password or deleted, by whatever path, is one event each (`UserCreated`, `UserChanged`, `UserPasswordChanged`,
   `UserDeleted`, and a `job.updated` on each job the deleted user submitted or held and a
-  `MaintenanceWindowChanged` on each window they created or cancelled, which lose them:
-  `services/config_audit.user_saved`, `user_deleted`; the user as stored before
+  `MaintenanceWindowChanged` on each window they created or cancelled, which lose them, an
+  `ApiTokenOwnerDeleted` on each API token, which goes with them:
+  `services/config_audit.user_saved`, `user_deleted`, which records nothing more for users the
+  admin's "Delete selected users" recorded together, `users_deleting`; the user as stored before
   the save read at pre_save).
 - A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
   `user_login_failed`) counts against its username (`api/throttling.sign_in_failed`).

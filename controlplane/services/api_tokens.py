@@ -15,7 +15,11 @@ It ends:
   admin's password form, `manage.py changepassword`), as Django already signs the user's other
   browser sessions out; a stored hash upgraded at sign-in is no change (Django says so);
 - when an admin revokes the tokens of users they pick (`revoke`: the users list's action),
-  recorded as a config.changed event naming the user, never a key.
+  recorded as a config.changed event naming the user, never a key;
+- when the user is deleted (ApiToken.user is CASCADE: the admin's *Delete*, "Delete selected
+  users", a shell), each token recorded as a config.changed event `ApiTokenOwnerDeleted` by the
+  deletion's actor, in its transaction (`owner_deleted`, called by services/config_audit.py),
+  naming the token by its id and when it was issued, never its key nor its digest.
 
 A deactivated user's tokens are refused at once (api/authentication.py), without being deleted.
 """
@@ -23,6 +27,7 @@ A deactivated user's tokens are refused at once (api/authentication.py), without
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -31,6 +36,7 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind
 from controlplane.models import ApiToken, Event
+from controlplane.models.events import actor_name
 from controlplane.services import token_digests
 from controlplane.services.transitions import event_fields
 
@@ -89,3 +95,35 @@ def revoke(users: Sequence[Any], actor: str) -> tuple[list[str], list[str]]:
             data={"model": "user", "user": name},
         )) for name in revoked)
     return revoked, sorted(u.get_username() for u in users if u.pk not in holders)
+
+
+def issued_said(created: datetime) -> str:
+    """When a token was issued, as the trail and the admin's pages say it: "2026-12-01 09:00 UTC"."""
+    return f"{created.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def held_by(users: Sequence[Any]) -> dict[Any, list[tuple[int, datetime]]]:
+    """Each of ``users``' tokens, oldest first, by user pk: (id, issued). One query."""
+    held: dict[Any, list[tuple[int, datetime]]] = {user.pk: [] for user in users}
+    for pk, user_id, created in (ApiToken.objects.filter(user_id__in=list(held)).order_by("user_id", "created", "id")
+                                 .values_list("id", "user_id", "created")):
+        held[user_id].append((pk, created))
+    return held
+
+
+def owner_deleted(users: Sequence[Any], actor: str, why: str, data: dict[str, Any] | None) -> dict[Any, list[Event]]:
+    """Before ``users`` are deleted, with their tokens: one `ApiTokenOwnerDeleted` event (the kind
+    an admin's `revoke` records) per token, by the deletion's ``actor``: "API token 12 of dora
+    (issued 2026-12-01 09:00 UTC) revoked: its owner dora was deleted by boss", data the token
+    as it was (id, user, issued), never its key nor its digest. The events, not yet written, by
+    user pk; one query, whatever the number of users and tokens."""
+    names = {user.pk: user.get_username() for user in users}
+    who, at = actor_name(actor), timezone.now()
+    return {pk: [Event(**event_fields(
+        EventKind.CONFIG_CHANGED, actor, reason="ApiTokenOwnerDeleted", at=at,
+        message=f"API token {token} of {names[pk]} (issued {issued_said(created)}) revoked: its owner {names[pk]} "
+                f"was deleted by {who}{why}",
+        data={"model": "apitoken", "user": names[pk], "after": None,
+              "before": {"id": token, "user": names[pk], "created": created.astimezone(UTC).isoformat()
+                         .replace("+00:00", "Z")}, **(data or {})})) for token, created in tokens]
+        for pk, tokens in held_by(users).items()}

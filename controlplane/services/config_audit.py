@@ -16,7 +16,7 @@ import getpass
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import Decimal
@@ -27,7 +27,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
 from django.contrib.auth.models import Group, Permission
 from django.db import models, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Prefetch, Q, prefetch_related_objects
 from django.utils import timezone
 
 from controlplane.choices import EventKind
@@ -46,7 +46,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.models.events import actor_name
-from controlplane.services import cohorts, maintenance, nodes, notifications, quotas
+from controlplane.services import api_tokens, cohorts, maintenance, nodes, notifications, quotas
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
 
@@ -123,12 +123,14 @@ def _program(argv: list[str]) -> str:
 
 
 class _Changing(NamedTuple):
-    """A page or command changing users (`changing_users`): who, the command, and the users it
-    changed so far, each with their record before its first change."""
+    """A page or command changing users (`changing_users`): who, the command, the users it
+    changed so far, each with their record before its first change, and the users whose
+    deletion it recorded already (`users_deleting`)."""
 
     actor: str
     command: CommandLine | None
     changed: dict[Any, tuple[Any, dict[str, Any]]]
+    deleted: set[Any]
 
 
 #: Who is changing users in this thread or task now (a page's signed-in user, a command line),
@@ -145,7 +147,7 @@ def changing_users(actor: str, command: CommandLine | None = None) -> Iterator[N
     its groups and permissions, saved after) is one `UserChanged` event, recorded at the end,
     from before the first change to after the last. A change refused sets nothing and records
     nothing."""
-    changing = _Changing(actor, command, {})
+    changing = _Changing(actor, command, {}, set())
     said = _changing.set(changing)
     try:
         with transaction.atomic():
@@ -322,15 +324,68 @@ def _complete_access_change(user: Any, event: Event, first: dict[str, Any]) -> N
 
 def user_deleted(user: Any) -> None:
     """Before ``user`` is deleted (pre_delete, whatever deletes them: a page, a queryset's
-    delete in a shell): one `UserDeleted` event, one per membership and hook that goes with them,
-    one `job.updated` per job they submitted or hold and one `MaintenanceWindowChanged` per
-    maintenance window they created or cancelled, which lose them."""
+    delete in a shell): their deletion recorded (`_record_users_deleted`), unless the page
+    deleting them recorded it with the others it deletes (`users_deleting`)."""
     changing = _changing.get()
     if changing is not None:
+        if user.pk in changing.deleted:
+            return
         changing.changed.pop(user.pk, None)  # the deletion says what they were
     actor, origin = _origin()
-    record_config_change(user, "deleted", config_record(user), actor, why=origin.said if origin else "",
-                         data=origin.data if origin else None)
+    _record_users_deleted([user], actor, origin)
+
+
+def users_deleting(pks: Sequence[Any]) -> list[Any]:
+    """The users of ``pks`` that a page running (`changing_users`) is about to delete together
+    (the users list's "Delete selected users"): locked (FOR UPDATE: a user deleted meanwhile by
+    another admin is not recorded twice), their deletion recorded at once, as the page's, and
+    their deletes' pre_delete then records nothing more (`user_deleted`). Returns the users
+    still there, to delete. A constant number of queries, whatever the number of users (each
+    kind of record read once for all of them, every event in one insert), where each user's own
+    pre_delete reads and writes a dozen."""
+    changing = _changing.get()
+    if changing is None:
+        raise RuntimeError("users_deleting runs inside changing_users: the events name who deletes")
+    users = list(get_user_model()._default_manager.select_for_update(of=("self",)).filter(pk__in=list(pks))
+                 .exclude(pk__in=list(changing.deleted)).order_by("pk"))
+    prefetch_related_objects(users, "groups", Prefetch(
+        "user_permissions", queryset=Permission.objects.select_related("content_type")))
+    for user in users:
+        changing.changed.pop(user.pk, None)
+    _record_users_deleted(users, changing.actor, changing.command)
+    changing.deleted.update(user.pk for user in users)
+    return users
+
+
+def _record_users_deleted(users: Sequence[Any], actor: str, origin: CommandLine | UnnamedProcess | None) -> None:
+    """Before ``users`` are deleted: for each, one `UserDeleted` event, one per membership, hook
+    and API token that goes with them (CASCADE), one `job.updated` per job they submitted or
+    hold and one `MaintenanceWindowChanged` per maintenance window they created or cancelled,
+    which stay without them (SET_NULL). Each kind of record is read once for all the users
+    (services/maintenance.py, notifications.py, api_tokens.py), and the events are written in
+    one insert per 2,000, each user's together, their `UserDeleted` first, as their own
+    deletion writes them."""
+    if not users:
+        return
+    _access_removal.set(None)  # a set()'s add completes its removal's events only right after it
+    why, data = (origin.said, origin.data) if origin else ("", None)
+    pks = [user.pk for user in users]
+    gone = {user.pk: f" (user {user.get_username()} deleted)" for user in users}
+    events: dict[Any, list[Event]] = {
+        user.pk: [Event(**_config_event_fields(user, "deleted", config_record(user), None, actor, why, data))]
+        for user in users}
+    for membership in Membership.objects.filter(user_id__in=pks).select_related("team", "user"):
+        events[membership.user_id].append(Event(**_config_event_fields(
+            membership, "deleted", config_record(membership), None, actor, gone[membership.user_id], None)))
+    named = {user.get_username(): user.pk for user in users}
+    for event in notifications.deletions_with_owner(NotificationHook.objects.filter(user_id__in=pks), actor,
+                                                    lambda hook: gone[hook.user_id]):
+        events[named[event.data["before"]["user"]]].append(event)
+    for losing in (api_tokens.owner_deleted(users, actor, why, data), _jobs_losing_users(users, actor, why, data),
+                   maintenance.users_deleted(users, actor, why, data)):
+        for pk, more in losing.items():
+            events[pk].extend(more)
+    Event.objects.bulk_create([event for user in users for event in events[user.pk]], batch_size=2000)
 
 
 def password_saved(user: Any, before: str | None) -> Event | None:
@@ -401,8 +456,8 @@ def config_record(obj: models.Model) -> dict[str, Any]:
                 record[name] = []
                 continue
             rows = getattr(obj, name).all()
-            if rows.model is Permission:
-                rows = rows.select_related("content_type")
+            if rows.model is Permission and name not in getattr(obj, "_prefetched_objects_cache", {}):
+                rows = rows.select_related("content_type")  # prefetched (users_deleting): with it
             record[name] = sorted(_named(r) for r in rows)
             continue
         value = getattr(obj, name, None) if not field.is_relation else _related(obj, field)
@@ -453,27 +508,10 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         after = config_record(obj)
     if verb == "changed" and before == after:
         return None
-    fields = _config_event_fields(obj, verb, before, after, actor, why, data)
-    # Written before a deletion: the event keeps pointing at the record until it goes
-    # (Event.node and Event.team are SET_NULL), and its message names it for ever.
-    if isinstance(obj, Node):
-        fields["node_id"] = obj.pk
-    team_id = obj.pk if isinstance(obj, Team) else getattr(obj, "team_id", None)
-    if team_id is not None:
-        fields["team_id"] = team_id
-    event = Event.objects.create(**fields)
+    event = Event.objects.create(**_config_event_fields(obj, verb, before, after, actor, why, data))
     if verb == "deleted" and isinstance(obj, Team) and obj.pk is not None:
         _record_team_cascade(obj, actor)
-    if verb == "deleted" and _is_user(obj) and obj.pk is not None:
-        # Membership.user and NotificationHook.user are CASCADE: the user's roles and hooks go
-        # with them, each recorded; Job.submitter, Job.held_by, MaintenanceWindow.created_by and
-        # .cancelled_by are SET_NULL: those records stay without them, each recorded.
-        gone = f" (user {obj.get_username()} deleted)"  # type: ignore[attr-defined]
-        for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
-            record_config_change(membership, "deleted", config_record(membership), actor, why=gone)
-        notifications.deleted_with_owner(NotificationHook.objects.filter(user_id=obj.pk), actor, gone)
-        _record_jobs_losing_user(obj, actor, why, data)
-        maintenance.user_deleted(obj, actor, why, data)  # the windows they created or cancelled
+    # A user's deletion records what goes and stays with them: `_record_users_deleted`.
     if verb == "deleted" and isinstance(obj, Node) and obj.pk is not None:
         maintenance.node_deleted(obj, actor)  # its windows lose it, each recorded
     if verb == "deleted" and isinstance(obj, Group) and obj.pk is not None:
@@ -503,36 +541,47 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
 def _config_event_fields(obj: models.Model, verb: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
                          actor: str, why: str, data: dict[str, Any] | None) -> dict[str, Any]:
     label = str(obj._meta.verbose_name)
-    return event_fields(
+    fields = event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
         message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{what_changed(before, after)}"
                  f"{_price_said(obj, verb, before, after)}{why}"),
         data={"model": obj._meta.model_name, "before": before, "after": after, **(data or {})},
     )
+    # Written before a deletion: the event keeps pointing at the record until it goes
+    # (Event.node and Event.team are SET_NULL), and its message names it for ever.
+    if isinstance(obj, Node):
+        fields["node_id"] = obj.pk
+    team_id = obj.pk if isinstance(obj, Team) else getattr(obj, "team_id", None)
+    if team_id is not None:
+        fields["team_id"] = team_id
+    return fields
 
 
-def _record_jobs_losing_user(user: Any, actor: str, why: str, data: dict[str, Any] | None) -> int:
-    """Before ``user`` is deleted: one `job.updated` event on each job they submitted or hold,
-    which the deletion leaves with none (Job.submitter and Job.held_by are SET_NULL), by the
-    deletion's ``actor``. One query for the jobs and one insert per 2,000 events, whatever their
-    number (a user with a year of sweeps has thousands). Returns how many."""
-    name = user.get_username()
+def _jobs_losing_users(users: Sequence[Any], actor: str, why: str, data: dict[str, Any] | None) -> dict[Any, list[Event]]:
+    """Before ``users`` are deleted: one `job.updated` event on each job one of them submitted or
+    holds, which the deletion leaves with none (Job.submitter and Job.held_by are SET_NULL), by
+    the deletion's ``actor``; a job submitted by one and held by another, one for each. The
+    events, not yet written, by user pk; one query, whatever the number of users and jobs (a
+    user with a year of sweeps has thousands)."""
+    names = {user.pk: user.get_username() for user in users}
     at = timezone.now()
-    events = []
+    events: dict[Any, list[Event]] = {pk: [] for pk in names}
     for pk, team_id, state, submitted, held in (
-        Job.objects.filter(Q(submitter_id=user.pk) | Q(held_by_id=user.pk)).order_by("pk")
+        Job.objects.filter(Q(submitter_id__in=list(names)) | Q(held_by_id__in=list(names))).order_by("pk")
         .values_list("pk", "team_id", "state", "submitter_id", "held_by_id")
     ):
-        submitter, holder = submitted == user.pk, held == user.pk
-        role = "submitter and holder" if submitter and holder else "submitter" if submitter else "holder"
-        changes = {**({"submitter": [name, None]} if submitter else {}), **({"held_by": [name, None]} if holder else {})}
-        events.append(Event(**event_fields(
-            EventKind.JOB_UPDATED, actor, job=Job(pk=pk, team_id=team_id), at=at,
-            reason="SubmitterDeleted" if submitter else "HolderDeleted",
-            message=f"Its {role} {name} was deleted by {actor_name(actor)}{'; it stays held' if holder else ''}{why}",
-            data={"changes": changes, "state": state, "user": name, **(data or {})})))
-    Event.objects.bulk_create(events, batch_size=2000)
-    return len(events)
+        for user_pk in dict.fromkeys(u for u in (submitted, held) if u in names):
+            name = names[user_pk]
+            submitter, holder = submitted == user_pk, held == user_pk
+            role = "submitter and holder" if submitter and holder else "submitter" if submitter else "holder"
+            changes = {**({"submitter": [name, None]} if submitter else {}),
+                       **({"held_by": [name, None]} if holder else {})}
+            events[user_pk].append(Event(**event_fields(
+                EventKind.JOB_UPDATED, actor, job=Job(pk=pk, team_id=team_id), at=at,
+                reason="SubmitterDeleted" if submitter else "HolderDeleted",
+                message=f"Its {role} {name} was deleted by {actor_name(actor)}{'; it stays held' if holder else ''}{why}",
+                data={"changes": changes, "state": state, "user": name, **(data or {})})))
+    return events
 
 
 def _teams_using(priority_class: PriorityClass) -> models.QuerySet[Team]:
@@ -589,9 +638,9 @@ def deletion_consequences(obj: models.Model) -> list[str]:
     """What deleting ``obj`` does to the records that point at it without being deleted, one
     line each (the admin's confirmation page): a priority class that is a team's default; a
     quota whose team's running jobs hold GPUs of its type; a node's maintenance windows; a
-    user's jobs and maintenance windows."""
+    user's jobs, maintenance windows and API tokens."""
     if _is_user(obj):
-        return _user_leaves(obj)
+        return users_leave([obj])
     if isinstance(obj, Node):
         return maintenance.windows_left(obj)
     if isinstance(obj, Quota):
@@ -619,25 +668,53 @@ def deletion_consequences(obj: models.Model) -> list[str]:
     return lines
 
 
-def _user_leaves(user: Any) -> list[str]:
-    """What a user's deletion empties and keeps (SET_NULL, which Django's list of what goes
-    leaves out), counted: the jobs they submitted or hold, the maintenance windows they created or
-    cancelled, each recorded by the deletion (`_record_jobs_losing_user`,
-    `maintenance.user_deleted`). One query for the jobs and one for the windows, whatever their
-    number."""
-    name = user.get_username()
-    jobs = Job.objects.filter(Q(submitter_id=user.pk) | Q(held_by_id=user.pk)).aggregate(
-        submitted=Count("pk", filter=Q(submitter_id=user.pk)), held=Count("pk", filter=Q(held_by_id=user.pk)))
-    created, cancelled = maintenance.windows_touched_by(user)
+def users_leave(users: Sequence[Any]) -> list[str]:
+    """What deleting ``users`` empties and keeps (SET_NULL, which Django's list of what goes
+    leaves out), counted, each user's lines in turn: the jobs they submitted or hold, the
+    maintenance windows they created or cancelled, each recorded by the deletion
+    (`_jobs_losing_users`, `maintenance.users_deleted`); and their API tokens, which go with them
+    as Django's list says, but unnamed ("API token 12 of 7"), and which the clients signed in as
+    them stop working with (`api_tokens.owner_deleted`). One query for the jobs, one for the
+    windows and one for the tokens, whatever the number of users and records."""
+    pks = [user.pk for user in users]
+    submitted = dict.fromkeys(pks, 0)
+    held = dict.fromkeys(pks, 0)
+    for submitter, holder, n in (Job.objects.filter(Q(submitter_id__in=pks) | Q(held_by_id__in=pks)).order_by()
+                                 .values_list("submitter_id", "held_by_id").annotate(n=Count("pk"))):
+        if submitter in submitted:
+            submitted[submitter] += n
+        if holder in held:
+            held[holder] += n
+    windows = maintenance.windows_touched_by(users)
+    tokens = api_tokens.held_by(users)
     on_jobs, on_windows = ("its events say so", "each job's events say so"), \
         ("the audit trail says so", "the audit trail says so of each")
-    said = [(jobs["submitted"], "submitted", "job", "", "submitter", on_jobs),
-            (jobs["held"], "holds", "job", " held", "holder", on_jobs),
-            (created, "created", "maintenance window", "", "creator", on_windows),
-            (cancelled, "cancelled", "maintenance window", " cancelled", "canceller", on_windows)]
-    return [f"{name} {did} {n:,} {noun}{'' if n == 1 else 's'}: {'it stays' if n == 1 else 'they stay'}{stays}, "
-            f"with no {who}, and {trail[0] if n == 1 else trail[1]}"
-            for n, did, noun, stays, who, trail in said if n]
+    lines = []
+    for user in users:
+        name = user.get_username()
+        created, cancelled = windows[user.pk]
+        said = [(submitted[user.pk], "submitted", "job", "", "submitter", on_jobs),
+                (held[user.pk], "holds", "job", " held", "holder", on_jobs),
+                (created, "created", "maintenance window", "", "creator", on_windows),
+                (cancelled, "cancelled", "maintenance window", " cancelled", "canceller", on_windows)]
+        lines += [f"{name} {did} {n:,} {noun}{'' if n == 1 else 's'}: {'it stays' if n == 1 else 'they stay'}"
+                  f"{stays}, with no {who}, and {trail[0] if n == 1 else trail[1]}"
+                  for n, did, noun, stays, who, trail in said if n]
+        if held_tokens := tokens[user.pk]:
+            one = len(held_tokens) == 1
+            issued = ", ".join(f"token {pk} issued {api_tokens.issued_said(at)}" for pk, at in held_tokens)
+            lines.append(f"{name}'s {len(held_tokens)} API {'token is' if one else 'tokens are'} deleted with the "
+                         f"account ({issued}): every client signed in as {name} (qm login) is refused from then on, "
+                         f"and the audit trail says so{'' if one else ' of each'}")
+    return lines
+
+
+def deletions_consequences(objs: Sequence[models.Model]) -> list[str]:
+    """:func:`deletion_consequences` of each of ``objs`` (a "Delete selected" page), users' read
+    together (`users_leave`)."""
+    users = [obj for obj in objs if _is_user(obj)]
+    lines = users_leave(users) if users else []
+    return lines + [line for obj in objs if not _is_user(obj) for line in deletion_consequences(obj)]
 
 
 def deleted_with(obj: models.Model) -> list[str]:

@@ -317,7 +317,7 @@ def _refuse_overlap(checked: Checked, now: datetime, other_than: int | None) -> 
 
 def window_record(window: MaintenanceWindow, node_names: Iterable[str] | None = None) -> dict[str, Any]:
     """What the audit trail keeps of a window: its nodes by name, times as ISO text in UTC, who
-    created and cancelled it by username (None once their account is deleted: `user_deleted`)."""
+    created and cancelled it by username (None once their account is deleted: `users_deleted`)."""
     names = sorted(node_names if node_names is not None else (n.name for n in window.nodes.all()))
     return {
         "id": window.pk,
@@ -414,35 +414,47 @@ def node_deleted(node: Node, actor: str) -> None:
         _record(window, "changed", before, after, actor, at, why=f" (node {node.name} deleted)")
 
 
-def user_deleted(user: Any, actor: str, why: str, data: dict[str, Any] | None) -> int:
-    """Before ``user`` is deleted (services/config_audit.py): each window they created or
-    cancelled loses them (`created_by`, `cancelled_by` are SET_NULL, the window stays), recorded
-    as the window's change by the deletion's ``actor``: "Maintenance window 3 (firmware): its
-    creator dora was deleted by boss", the record before and after. Nothing on its nodes, whose
-    maintenance is unchanged. Two queries for the windows and one insert per 2,000 events,
-    whatever their number. Returns how many."""
-    name, who, at = user.get_username(), actor_name(actor), timezone.now()
-    events = []
-    for window in (MaintenanceWindow.objects.filter(Q(created_by_id=user.pk) | Q(cancelled_by_id=user.pk))
+def users_deleted(users: Sequence[Any], actor: str, why: str, data: dict[str, Any] | None) -> dict[Any, list[Event]]:
+    """Before ``users`` are deleted (services/config_audit.py): each window one of them created
+    or cancelled loses them (`created_by`, `cancelled_by` are SET_NULL, the window stays), its
+    change recorded by the deletion's ``actor``: "Maintenance window 3 (firmware): its creator
+    dora was deleted by boss", the record before and after. A window two of them touched is one
+    event for each, each emptying its own. Nothing on its nodes, whose maintenance is unchanged.
+    The events, not yet written, by user pk; two queries, whatever the number of users and windows."""
+    names = {user.pk: user.get_username() for user in users}
+    who, at = actor_name(actor), timezone.now()
+    events: dict[Any, list[Event]] = {pk: [] for pk in names}
+    for window in (MaintenanceWindow.objects.filter(Q(created_by_id__in=list(names)) | Q(cancelled_by_id__in=list(names)))
                    .select_related("created_by", "cancelled_by").prefetch_related("nodes").order_by("pk")):
-        created, cancelled = window.created_by_id == user.pk, window.cancelled_by_id == user.pk
         before = window_record(window)
-        after = {**before, **({"created_by": None} if created else {}), **({"cancelled_by": None} if cancelled else {})}
-        role = "creator and canceller" if created and cancelled else "creator" if created else "canceller"
-        events.append(Event(**event_fields(
-            EventKind.CONFIG_CHANGED, actor, reason="MaintenanceWindowChanged", at=at,
-            message=f"Maintenance window {window.pk} ({window.reason}): its {role} {name} was deleted by {who}{why}",
-            data={"model": "maintenancewindow", "before": before, "after": after, "user": name, **(data or {})})))
-    Event.objects.bulk_create(events, batch_size=2000)
-    return len(events)
+        for pk, name in names.items():
+            created, cancelled = window.created_by_id == pk, window.cancelled_by_id == pk
+            if not (created or cancelled):
+                continue
+            after = {**before, **({"created_by": None} if created else {}),
+                     **({"cancelled_by": None} if cancelled else {})}
+            role = "creator and canceller" if created and cancelled else "creator" if created else "canceller"
+            events[pk].append(Event(**event_fields(
+                EventKind.CONFIG_CHANGED, actor, reason="MaintenanceWindowChanged", at=at,
+                message=f"Maintenance window {window.pk} ({window.reason}): its {role} {name} was deleted by {who}{why}",
+                data={"model": "maintenancewindow", "before": before, "after": after, "user": name, **(data or {})})))
+    return events
 
 
-def windows_touched_by(user: Any) -> tuple[int, int]:
-    """How many windows ``user`` created, and cancelled: what their deletion leaves without a
-    creator or canceller. One query."""
-    counts = MaintenanceWindow.objects.filter(Q(created_by_id=user.pk) | Q(cancelled_by_id=user.pk)).aggregate(
-        created=Count("pk", filter=Q(created_by_id=user.pk)), cancelled=Count("pk", filter=Q(cancelled_by_id=user.pk)))
-    return counts["created"], counts["cancelled"]
+def windows_touched_by(users: Sequence[Any]) -> dict[Any, tuple[int, int]]:
+    """How many windows each of ``users`` created, and cancelled, by user pk: what their deletion
+    leaves without a creator or canceller. One query, whatever their number."""
+    pks = [user.pk for user in users]
+    counts = {pk: (0, 0) for pk in pks}
+    for creator, canceller, n in (
+        MaintenanceWindow.objects.filter(Q(created_by_id__in=pks) | Q(cancelled_by_id__in=pks)).order_by()
+        .values_list("created_by_id", "cancelled_by_id").annotate(n=Count("pk"))
+    ):
+        if creator in counts:
+            counts[creator] = (counts[creator][0] + n, counts[creator][1])
+        if canceller in counts:
+            counts[canceller] = (counts[canceller][0], counts[canceller][1] + n)
+    return counts
 
 
 def windows_left(node: Node) -> list[str]:

@@ -49,7 +49,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -1079,6 +1079,13 @@ def record_hook_change(hook: NotificationHook, verb: str, before: dict[str, Any]
     signing secret was replaced. `why`: what deleted it, when not its own deletion ("(user bob
     deleted)": services/config_audit.py). Nothing for a change that changed nothing."""
     from controlplane.models import Event
+
+    fields = _hook_event_fields(hook, verb, before, actor, secret=secret, why=why)
+    return Event.objects.create(**fields) if fields is not None else None
+
+
+def _hook_event_fields(hook: NotificationHook, verb: str, before: dict[str, Any] | None, actor: str, *,
+                       secret: str = "", why: str = "") -> dict[str, Any] | None:
     from controlplane.services.transitions import event_fields
 
     after = hook_record(hook) if verb != "deleted" else None
@@ -1102,8 +1109,8 @@ def record_hook_change(hook: NotificationHook, verb: str, before: dict[str, Any]
     data: dict[str, Any] = {"model": "notificationhook", "before": before, "after": after}
     if secret:
         data["secret"] = secret
-    return Event.objects.create(**event_fields(
-        EventKind.CONFIG_CHANGED, actor, reason=f"NotificationHook{verb.title()}", message=message, data=data))
+    return event_fields(EventKind.CONFIG_CHANGED, actor, reason=f"NotificationHook{verb.title()}", message=message,
+                        data=data)
 
 
 def create_hook(user: Any, *, url: str, events: list[str], team: Any | None, actor: str, secret: str | None = None,
@@ -1167,9 +1174,19 @@ def rotate_secret(hook: NotificationHook, *, actor: str) -> NotificationHook:
 
 def deleted_with_owner(hooks: Any, actor: str, why: str) -> None:
     """Record each of ``hooks`` (a queryset), about to be deleted with its user or team (CASCADE):
-    the trail would otherwise still read them as sending."""
-    for hook in hooks.select_related("user", "team").order_by("pk"):
-        record_hook_change(hook, "deleted", hook_record(hook), actor, why=why)
+    the trail would otherwise still read them as sending. One query and one insert."""
+    from controlplane.models import Event
+
+    Event.objects.bulk_create(deletions_with_owner(hooks, actor, lambda hook: why), batch_size=2000)
+
+
+def deletions_with_owner(hooks: Any, actor: str, why: Callable[[NotificationHook], str]) -> list[Event]:
+    """The `NotificationHookDeleted` events (not yet written) of ``hooks`` (a queryset), about to
+    be deleted with their users or team, each saying ``why(hook)``: one query."""
+    from controlplane.models import Event
+
+    return [Event(**fields) for hook in hooks.select_related("user", "team").order_by("pk")
+            if (fields := _hook_event_fields(hook, "deleted", hook_record(hook), actor, why=why(hook))) is not None]
 
 
 def hooks_gone_lines(hooks: Any) -> list[str]:
