@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 
 from controlplane.admin_forms import (
+    DeletesSelectedLocked,
     IntegerColumnBounds,
     KeepsOthersChanges,
     NamedControls,
@@ -296,7 +297,7 @@ def _deleted_objects(objs: Any, request: HttpRequest, admin_site: admin.AdminSit
 
 
 @admin.register(User)
-class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
+class UserAdmin(DeletesSelectedLocked, NamedControls, ShownWhole, DjangoUserAdmin):
     """Django's user pages with the user's roles (memberships), each change recorded as on a
     team's page (config.changed); the list says each user's roles."""
 

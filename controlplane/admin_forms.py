@@ -249,7 +249,18 @@ class NamedInlineControls:
         return Named
 
 
-class KeepsOthersChanges(NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+class DeletesSelectedLocked:
+    """Django's "Delete selected" deletes under row locks here (`delete_selected_locked`)."""
+
+    def get_actions(self, request):  # type: ignore[no-untyped-def]
+        actions = super().get_actions(request)  # type: ignore[misc]
+        if "delete_selected" in actions:
+            _, name, description = actions["delete_selected"]
+            actions["delete_selected"] = (delete_selected_locked, name, description)
+        return actions
+
+
+class KeepsOthersChanges(DeletesSelectedLocked, NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Change pages (and their inlines) that never silently undo another admin's save
     (OpenedAsForm), and say which of her changes they kept."""
 
@@ -295,14 +306,6 @@ class KeepsOthersChanges(NamedControls, ShownWhole, IntegerColumnBounds, admin.M
     def delete_view(self, request, object_id, extra_context=None):  # type: ignore[no-untyped-def]
         request._deleting_record = True  # get_object locks the record for its deletion
         return super().delete_view(request, object_id, extra_context)
-
-    def get_actions(self, request):  # type: ignore[no-untyped-def]
-        """Django's "Delete selected" deletes under row locks here (`delete_selected_locked`)."""
-        actions = super().get_actions(request)
-        if "delete_selected" in actions:
-            _, name, description = actions["delete_selected"]
-            actions["delete_selected"] = (delete_selected_locked, name, description)
-        return actions
 
     def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
         super().save_related(request, form, formsets, change)

@@ -18,6 +18,7 @@ import html
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 from django.db import connection, transaction
 from django.test import Client
@@ -69,6 +70,35 @@ def test_two_admins_deleting_the_same_quotas_at_once_record_one_event_each(commi
     assert sorted(e.data["before"]["id"] for e in deleted) == quotas
     said = [m for a in answers for m in _messages(a)]
     assert any(f"2 quotas ({quotas[0]}, {quotas[1]}) had been deleted meanwhile" in m for m in said), said
+
+
+def test_two_admins_deleting_the_same_users_at_once_record_each_users_deletion_once(committed_fleet: Fleet) -> None:
+    """"Delete selected users" records the users' deletions together before deleting them
+    (services/config_audit.users_deleting), under their rows' locks (delete_selected_locked), so
+    the second of two admins deleting the same users finds them gone, records nothing and says
+    so, where each user's own pre_delete had recorded them, then waited on the DELETE, in both."""
+    dora, carl = f.make_user("dora", team=committed_fleet.ml), f.make_user("carl", team=committed_fleet.ml)
+    f.token_for(dora)
+    f.make_job(committed_fleet.ml, submitter=carl)
+    users = [dora.pk, carl.pk]
+    boss, chief = _admin("boss"), _admin("chief")
+    delete = {"action": "delete_selected", "_selected_action": users, "index": 0, "post": "yes"}
+    with transaction.atomic():  # a third writer holds the users' rows: both deletions wait for them
+        list(get_user_model().objects.select_for_update().filter(pk__in=users))
+        first, first_out = in_thread(lambda: boss.post("/admin/auth/user/", delete))
+        second, second_out = in_thread(lambda: chief.post("/admin/auth/user/", delete))
+        assert blocked_on_a_lock(at_least=2)
+    first.join(20)
+    second.join(20)
+
+    assert [out["result"].status_code for out in (first_out, second_out)] == [302, 302], (first_out, second_out)
+    assert not get_user_model().objects.filter(pk__in=users).exists()
+    for reason, count in (("UserDeleted", 2), ("MembershipDeleted", 2), ("ApiTokenOwnerDeleted", 1),
+                          ("SubmitterDeleted", 1)):
+        assert Event.objects.filter(reason=reason).count() == count, reason
+    assert len({e.actor for e in Event.objects.filter(reason__in=["UserDeleted", "ApiTokenOwnerDeleted"])}) == 1
+    said = [m for out in (first_out, second_out) for m in _messages(out["result"])]
+    assert any(f"2 users ({dora.pk}, {carl.pk}) had been deleted meanwhile" in m for m in said), said
 
 
 def test_a_quota_changed_while_a_bulk_deletion_waits_is_recorded_as_changed(committed_fleet: Fleet) -> None:
