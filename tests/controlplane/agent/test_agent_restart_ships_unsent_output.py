@@ -4,7 +4,13 @@ that say why, reach the control plane, once and in order; then the run is forgot
 
 Real `qm-agent` processes on real job processes and the real API on PostgreSQL; the agent is
 cut off the network (SIGUSR1, as the chaos drills do) so that the tail is surely unsent when
-it is killed with SIGKILL."""
+it is killed with SIGKILL.
+
+Each node its own name, used by no other file: a member's end, and an agent's sweep, kill every
+process on the host carrying its node's name and its run's generation, and every worker's first
+run is g1. Until 7 Dec the in-flight test's node was gpu-inflight, as is
+test_agent_dropped_line_survives_restart.py's: side by side on two workers, each killed the
+other's job (that file's first test timed out waiting for its job's first 100,000 bytes)."""
 
 from __future__ import annotations
 
@@ -107,8 +113,8 @@ def test_the_chunk_in_flight_when_the_agent_died_is_sent_again_byte_for_byte(liv
     and the rest follows."""
     fleet = build_loop_fleet()
     client = RecordingClient(live_server.url)
-    agent = process_agent(live_server.url, tmp_path, client, name="gpu-inflight")
-    drive(agent, lambda: Node.objects.filter(name="gpu-inflight", state=NodeState.READY).exists())
+    agent = process_agent(live_server.url, tmp_path, client, name="gpu-resend")
+    drive(agent, lambda: Node.objects.filter(name="gpu-resend", state=NodeState.READY).exists())
     job = make_job(fleet, command="seq 1 120000; sleep 600")  # 808,894 bytes: several contacts' worth
     cycle.run_cycle("test")
     drive(agent, lambda: any(body.get("logs") for body in client.bodies))
@@ -120,15 +126,15 @@ def test_the_chunk_in_flight_when_the_agent_died_is_sent_again_byte_for_byte(liv
     for running in agent.members.values():
         running.member.kill()
     generation = Allocation.objects.get(job=job).generation
-    record = read_record(tmp_path / "gpu-inflight" / f"g{generation}" / RECORD_NAME)
+    record = read_record(tmp_path / "gpu-resend" / f"g{generation}" / RECORD_NAME)
     assert len(lost) > 1 and {c["rank"] for c in lost} == {0}
     assert record is not None and record[1][0] == (lost[0]["offset"], lost[-1]["offset"] + lost[-1]["bytes"])
 
     # A new agent of the same node, in a new process as after a crash.
     client2 = RecordingClient(live_server.url)
-    launcher = ProcessLauncher(tmp_path, "gpu-inflight", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-resend", devices=None)
     launcher.sweep_leftovers()
-    after = process_agent(live_server.url, tmp_path, client2, name="gpu-inflight")
+    after = process_agent(live_server.url, tmp_path, client2, name="gpu-resend")
     after.launcher = launcher
     after.recover_output(launcher.unshipped_output())
     expected = "".join(f"{i}\n" for i in range(1, 120001))
@@ -139,7 +145,7 @@ def test_the_chunk_in_flight_when_the_agent_died_is_sent_again_byte_for_byte(liv
     assert max(c["bytes"] for c in resent) <= RANK_BYTES
     offsets = [c["offset"] for c in resent]
     assert offsets == sorted(set(offsets))  # then on from its end, each byte once
-    assert json.loads((tmp_path / "gpu-inflight" / f"g{generation}" / RECORD_NAME).read_text())["done"] is True
+    assert json.loads((tmp_path / "gpu-resend" / f"g{generation}" / RECORD_NAME).read_text())["done"] is True
 
 
 def test_a_broken_record_ships_nothing_and_says_so(tmp_path: Path) -> None:
