@@ -77,12 +77,12 @@ def lose_marker(workdir: Path, pid: int, node: str) -> None:
 
 
 def test_a_stray_seen_once_keeps_its_member_from_ending_after_its_marker_reads_gone(tmp_path: Path) -> None:
-    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t1",
+    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-stray1",
                            devices=None)
     stray = started_stray(tmp_path)
     try:
         member.terminate()  # the stop's SIGTERM: the scan finds the stray, which ignores it
-        lose_marker(tmp_path, stray, "gpu-t1")
+        lose_marker(tmp_path, stray, "gpu-stray1")
 
         member.kill()  # the grace is over: the shells die; the stray reads as one in mid-death
         end = time.monotonic() + 1.0
@@ -102,12 +102,12 @@ def test_a_stray_seen_once_is_killed_with_its_member_after_its_marker_reads_gone
     """Not only waited for: a stray that rewrote its environment while alive is signalled with its
     member. After 9c891b7 (6 Dec) it was waited for and never signalled, so its member never
     ended: its GPUs held, the stop never done, until someone killed the process by hand."""
-    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t3",
+    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-stray3",
                            devices=None)
     stray = started_stray(tmp_path)
     try:
         member.terminate()
-        lose_marker(tmp_path, stray, "gpu-t3")
+        lose_marker(tmp_path, stray, "gpu-stray3")
 
         member.kill()
         assert wait_exit(member, timeout=10) == -signal.SIGKILL
@@ -176,13 +176,13 @@ def started_at_pid(pid: int, within_s: float = 30) -> Reuser:
 @pytest.mark.skipif(os.geteuid() != 0, reason="choosing the next pid (ns_last_pid) needs root")
 def test_a_strays_pid_taken_by_an_unrelated_process_is_neither_waited_for_nor_signalled(
         tmp_path: Path, subreaper: None) -> None:
-    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t2",
+    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-stray2",
                            devices=None)
     stray = started_stray(tmp_path)
     reuser: Reuser | None = None
     try:
         member.terminate()
-        lose_marker(tmp_path, stray, "gpu-t2")
+        lose_marker(tmp_path, stray, "gpu-stray2")
         member.kill()  # SIGKILL to the shells and the stray, tracked since the SIGTERM
         member.procs[0].wait()  # the shell is gone: the stray is this process's child now
         os.kill(stray, signal.SIGKILL)  # (already dead or dying: a zombie still takes it)
@@ -206,12 +206,12 @@ def test_a_pid_that_left_the_runs_cgroup_and_was_reused_does_not_keep_the_member
     process of the cgroup that carried no marker (`env -i`) had no start time to check, and from
     9c891b7 (6 Dec) an unrelated process given its pid later kept the member from ending for
     as long as it lived."""
-    launcher = ProcessLauncher(tmp_path, "gpu-t4", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-stray4", devices=None)
     assert launcher.cgroups is not None
     command = ("trap '' TERM; env -i sleep 60 & echo $! > child.tmp; mv child.tmp child.pid; wait; "
                + STUBBORN)
     member = launcher.launch(assignment(command))
-    workdir = tmp_path / "gpu-t4" / "g7"
+    workdir = tmp_path / "gpu-stray4" / "g7"
     wait_for(lambda: (workdir / "child.pid").exists(), 30, "the child to start", every=0.02)
     child = int((workdir / "child.pid").read_text())
     reuser: Reuser | None = None

@@ -96,7 +96,7 @@ def test_each_process_learns_its_role_from_the_agent(tmp_path: Path) -> None:
     # A node holding the learner's last GPU and two rollout workers.
     data = payload([6, 7, 0], ["learner", "learner", "rollout"], [6, 7, 2], {})
     data["job"]["command"] = 'echo "$QM_ROLE $QM_ROLE_RANK $QM_ROLE_WORLD_SIZE" > role.$LOCAL_RANK'
-    member = ProcessMember(Assignment.from_json(data), workdir=tmp_path, node_name="n", devices=None)
+    member = ProcessMember(Assignment.from_json(data), workdir=tmp_path, node_name="gpu-roles", devices=None)
     assert wait_exit(member) == 0
     said = [(tmp_path / f"role.{i}").read_text().split() for i in range(3)]
     assert said == [["learner", "6", "8"], ["learner", "7", "8"], ["rollout", "2", "4"]]
@@ -105,6 +105,6 @@ def test_each_process_learns_its_role_from_the_agent(tmp_path: Path) -> None:
 def test_a_per_node_launcher_learns_which_local_gpus_serve_which_role(tmp_path: Path) -> None:
     data = payload([6, 7, 0], ["learner", "learner", "rollout"], [6, 7, 2], {"QM_LAUNCH": "per_node"})
     data["job"]["command"] = 'echo "${QM_ROLES}|${QM_ROLE:-none}" > roles'
-    member = ProcessMember(Assignment.from_json(data), workdir=tmp_path, node_name="n", devices=None)
+    member = ProcessMember(Assignment.from_json(data), workdir=tmp_path, node_name="gpu-roles", devices=None)
     assert wait_exit(member) == 0
     assert (tmp_path / "roles").read_text().strip() == "learner=0,1;rollout=2|none"
