@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.db import connection
-from django.db.models import F, Max
+from django.db.models import F, Max, Min
 
 from controlplane.models import AccountingCursor, NodeActivityRollup, UsageSample
 from controlplane.services.usage_tiers import from_us
@@ -39,12 +39,17 @@ def sample_arm(where: str, params: list[object], lo_us: int, hi_us: int, *, by_n
 
 def fold_node_activity(cursor: AccountingCursor, through_id: int, limit: int = 1_000_000) -> int:
     """Add the samples with ids in (cursor.last_node_sample_id, through_id] — at most `limit`
-    of that id range, the rest is the next run's — to `NodeActivityRollup`, each cut at the UTC
-    hours' bounds, and move the cursor's id and longest sample on (the caller saves it). From id
-    0 (a new cursor) the rows are rebuilt. Returns the rows written. Called by the accounting
-    run (services/accounting.roll_up) under its cursor lock, in its transaction."""
+    ids of that range from its first sample on, the rest is the next run's — to
+    `NodeActivityRollup`, each cut at the UTC hours' bounds, and move the cursor's id and
+    longest sample on (the caller saves it). From id 0 (a new cursor) the rows are rebuilt.
+    Returns the rows written. Called by the accounting run (services/accounting.roll_up) under
+    its cursor lock, in its transaction."""
     after_id = cursor.last_node_sample_id
-    through_id = min(through_id, after_id + limit)
+    # The limit counts from the first sample above the cursor: ids have gaps (raw samples pruned
+    # after their retention, inserts rolled back), and a gap as wide as the limit made a run that
+    # folded nothing (a new cursor over samples whose ids are all past a million, 7 Dec).
+    first = UsageSample.objects.filter(id__gt=after_id, id__lte=through_id).aggregate(m=Min("id"))["m"]
+    through_id = min(through_id, (after_id if first is None else first - 1) + limit)
     if through_id <= after_id:
         return 0
     if after_id == 0:

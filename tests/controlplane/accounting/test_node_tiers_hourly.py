@@ -23,7 +23,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import F, Max, Sum
 from django.test.utils import CaptureQueriesContext
 
 from controlplane.models import AccountingCursor, NodeActivityRollup, UsageSample
@@ -150,6 +150,24 @@ def test_a_sample_not_folded_yet_counts_once_and_is_folded_once(busy) -> None:
     # and the rows hold every sample exactly once: C's rows sum to its samples
     c_rows = NodeActivityRollup.objects.filter(allocation=busy["c"]).aggregate(s=Sum("active_gpu_seconds"))["s"]
     assert abs(c_rows - 0.3 * 16_200) < 1e-6
+
+
+def test_a_new_cursor_folds_samples_whose_ids_start_past_a_runs_limit(busy) -> None:
+    """Sample ids have gaps (raw samples pruned after their retention, inserts rolled back): a
+    run's limit (a million ids) counts from the first sample above the cursor, not from the
+    cursor. Until 7 Dec a new cursor with every sample's id past a million folded nothing in its
+    run, and the node page's week read empty hours until later runs had walked the gap (so did
+    tests/frontend/test_operator_node_tiers.py's week on a test worker whose earlier tests had
+    made a million samples: found by planting seven-digit ids)."""
+    expected = node_tiers(busy["n"], FROM, NOW, NOW, bucket=accounting.HOUR, hourly=False)
+    UsageSample.objects.update(id=F("id") + 5_000_000)
+    NodeActivityRollup.objects.all().delete()
+    AccountingCursor.objects.update(last_node_sample_id=0)
+
+    accounting.roll_up(NOW)
+
+    assert AccountingCursor.objects.get().last_node_sample_id == UsageSample.objects.aggregate(m=Max("id"))["m"]
+    assert_same(node_tiers(busy["n"], FROM, NOW, NOW, bucket=accounting.HOUR), expected)
 
 
 def test_hourly_figures_take_the_same_seven_queries(busy) -> None:
