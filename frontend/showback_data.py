@@ -13,7 +13,6 @@ from django.db.models import DateTimeField, F, Sum, Value
 from controlplane.models import GroupRollup, UsageRollup
 from controlplane.services import accounting, showback, utilization_series
 from controlplane.services.access import Access
-from controlplane.services.run_text import share_said
 
 GROUPINGS = (("team", "team"), ("project", "project"), ("priority_class", "priority class"))
 WINDOW_CHOICES = (("today", "today"), ("yesterday", "yesterday"), ("24h", "last 24 hours"), ("7d", "last 7 days"),
@@ -92,20 +91,17 @@ def shown_name(name: str) -> str:
 def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
     """The report's groups, __idle__ and TOTAL, with money in cents, tokens in whole tokens and
     GPU-hours to two places that add up (the accounting service's apportionment and cumulative
-    rounding, the same the CSV uses at its own places). `gpu_hours_*` and `lost_gpu_hours` stay
-    exact for the charts; `hours_shown` is what the table says (a non-zero share rounded to none
-    is its exact figure, said "< 0.01": `run_text.share_said`)."""
+    rounding, the same the CSV uses at its own places). `gpu_hours_*`, `lost_gpu_hours` and the
+    per-unit prices stay exact for the charts; `hours_shown` and `prices_shown` are what the table
+    says, `showback.shown_figures`' (the API's `shown`, which `qm showback` prints)."""
     money = showback.presented_money(report)
     tokens = showback.presented_tokens(report)
-    said = showback.presented_gpu_hours(report, showback.PAGE_HOURS_Q)
+    shown = showback.shown_figures(report)
     rows = []
     for entry in [*report.entries, *([report.idle] if report.idle is not None else []), report.total]:
         m = money[entry.key]
         allocated = entry.allocated_gpu_seconds
         cost = m["cost_usd"]
-        exact = {column: seconds(entry) / 3600 for column, seconds in showback.GPU_HOUR_COLUMNS.items()}
-        if entry.key == "TOTAL":
-            exact["idle"] = entry.idle_gpu_seconds / 3600
         rows.append({
             "key": entry.key,
             "name": entry.name,
@@ -116,7 +112,9 @@ def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
             "gpu_hours_active": float(entry.active_gpu_seconds / 3600),
             "gpu_hours_productive": float(entry.productive_gpu_seconds / 3600),
             "gpu_hours_idle": float(entry.idle_gpu_seconds / 3600),
-            "hours_shown": {column: share_said(share, exact[column]) for column, share in said[entry.key].items()},
+            "hours_shown": {column: shown[entry.key][column] for column in showback.GPU_HOUR_COLUMNS},
+            # The table's per-unit prices, rounded once as qm shows them (the API's `shown`).
+            "prices_shown": {name: shown[entry.key][name] for name in showback.SHOWN_PRICES},
             "cost_usd": cost,
             "usd_per_gpu_hour": entry.usd_per_gpu_hour,
             "usd_per_productive_gpu_hour": entry.usd_per_productive_gpu_hour,

@@ -126,6 +126,13 @@ _ALLOCATION = inline_serializer(
             "rate: per team and in TOTAL by team; null in every other grouping (a guarantee is its team's)."),
         "preemptionLostGpuHours": serializers.FloatField(required=False),
         "preemptionWasteCost": serializers.FloatField(required=False),
+        "shown": serializers.DictField(
+            child=serializers.FloatField(allow_null=True), required=False,
+            help_text="The figures the showback page and `qm showback` show rounded, by their keys here: "
+            "gpuHours, gpuHoursActive, gpuHoursProductive and preemptionLostGpuHours to two places, rounded "
+            "cumulatively so the rows add up to totals' (a non-zero one whose share rounds to none: exact), "
+            "usdPerGpuHour and usdPerProductiveGpuHour rounded once to the cent (below one: six places); "
+            "__idle__'s gpuHours and totals' idleGpuHours the idle capacity's."),
     },
 )
 

@@ -17,7 +17,6 @@ from controlplane.cli import account, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
 from controlplane.cli.jobs.states import states_given
 from controlplane.services.history_text import gpus_held_text
-from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
@@ -186,25 +185,23 @@ SHOWBACK_COLUMNS = [
 ]
 #: __idle__'s cells that say nothing of it: capacity no job held is no job's GPU-hours or tokens.
 IDLE_BLANK = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usefulTokens")
-#: The GPU-hour columns, rounded cumulatively so they add up to TOTAL (`_hours_adding_up`).
+#: The columns the page shows rounded (GPU-hours to two places, adding up to TOTAL; per-unit prices
+#: to the cent, rounded once): printed as the API's `shown` gives them (services/showback.shown_figures,
+#: the page's figures), never rounded here again. Until 7 Dec qm rounded the API's four places to
+#: two, and 1.01495 GPU-hours read 1.01 on the page and 1.02 here, in the row and in TOTAL.
+SHOWN_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usdPerGpuHour", "usdPerProductiveGpuHour")
+#: The GPU-hour columns: a non-zero figure below a hundredth reads "< 0.01", as on the page.
 HOUR_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive")
 
 
-def _hours_adding_up(groups: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """The groups' GPU-hour cells (and "TOTAL"'s) to two places, rounded cumulatively in the API's
-    order (cost down, as the page rounds them: services/showback.presented_gpu_hours) so each
-    column adds up to TOTAL; a non-zero share rounded to none is said "< 0.01" (`share_said`).
-    From the API's figures, each to four places, as `qm runs` rounds a job's runs. Until 7 Dec
-    each cell was rounded on its own and the rows could miss TOTAL by 0.01."""
-    out: dict[str, dict[str, float]] = {name: {} for name, _ in groups}
-    out["TOTAL"] = {}
-    for key in HOUR_KEYS:
-        exact = [Decimal(str(a.get(key) or 0)) for _, a in groups]
-        shares = rounded_cumulatively(exact, HUNDREDTH)
-        for (name, _), share, figure in zip(groups, shares, exact, strict=True):
-            out[name][key] = float(share_said(share, figure))
-        out["TOTAL"][key] = float(share_said(sum(shares, Decimal("0.00")), sum(exact, Decimal(0))))
-    return out
+def _cell(allocation: dict[str, Any], key: str) -> str:
+    """A showback cell: the figure the page shows where the API gives it (`shown`), else the
+    allocation's own."""
+    shown = allocation.get("shown") or {}
+    value = shown.get(key, allocation.get(key)) if key in SHOWN_KEYS else allocation.get(key)
+    if key in HOUR_KEYS and value and abs(value) < 0.01:
+        return "< 0.01"  # a share rounded to none is given exact: said as the page says it
+    return _money(value, key)
 
 
 def _money(value: Any, key: str) -> str:
@@ -269,14 +266,12 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     # so its GPU-hour cells stay empty and the columns add up to TOTAL; a line below says them.
     # A job row says whose job it is (its id alone sent finance to look each one up).
     named = ("job", "team", "project") if args.by == "job" else ()
-    hours = _hours_adding_up([(name, a) for name, a in allocations.items() if name != IDLE_ENTRY])
     rows = [[name] + [str((a.get("properties") or {}).get(p) or "-") for p in named]
-            + [("-" if name == IDLE_ENTRY and key in IDLE_BLANK else _money(hours.get(name, {}).get(key, a.get(key)), key))
-               for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
+            + [("-" if name == IDLE_ENTRY and key in IDLE_BLANK else _cell(a, key)) for _, key in SHOWBACK_COLUMNS]
+            for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
-        rows.append(["TOTAL"] + ["" for _ in named]
-                    + [_money(hours["TOTAL"].get(key, totals.get(key)), key) for _, key in SHOWBACK_COLUMNS])
+        rows.append(["TOTAL"] + ["" for _ in named] + [_cell(totals, key) for _, key in SHOWBACK_COLUMNS])
     began = report.get("accountingBegan")
     # The period starts before the accounting began: nothing before was recorded (a month the
     # product joined halfway read as a fleet that cost nothing until then).
@@ -304,7 +299,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
                  + [SHOWBACK_COLUMNS[i][0] for i in shown])
     idle = allocations.get(IDLE_ENTRY)
     if idle and idle.get("gpuHours") is not None:
-        print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
+        print(f"{IDLE_ENTRY}: {_cell(idle, 'gpuHours')} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
     no_project = sorted(name for name in allocations if name.endswith("/" + NO_PROJECT))
     if no_project:

@@ -53,7 +53,7 @@ from controlplane.services.accounting import (
     raw_horizon,
 )
 from controlplane.services.instants import InstantRefused, instant_from_text
-from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively
+from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from controlplane.services.showback_names import IDLE, UNALLOCATED
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
@@ -758,6 +758,50 @@ def presented_gpu_hours(report: Showback, quantum: Decimal = _HOURS_Q) -> dict[s
     return out
 
 
+#: A per-unit price below a cent as the page says it (`$0.004500`; qm: "< 0.01").
+_SMALL_PRICE_Q = Decimal("0.000001")
+#: The per-unit prices the page's table and `qm showback` show to the cent.
+SHOWN_PRICES: dict[str, Callable[[ShowbackEntry], Decimal | None]] = {
+    "usd_per_gpu_hour": lambda e: e.usd_per_gpu_hour,
+    "usd_per_productive_gpu_hour": lambda e: e.usd_per_productive_gpu_hour,
+}
+
+
+def shown_price(value: Decimal | None) -> Decimal | None:
+    """A per-unit price as it is shown: the exact figure rounded once to the cent (half to
+    even), a non-zero one that rounds to none to six places. Rounded from the exact figure here
+    only: `qm showback` rounded the API's four places to two, so $2.51499 read $2.51 on the
+    page and $2.52 in qm (2.5150 rounded again)."""
+    if value is None:
+        return None
+    cents = value.quantize(CENT, rounding=ROUND_HALF_EVEN)
+    return cents if cents or not value else value.quantize(_SMALL_PRICE_Q, rounding=ROUND_HALF_EVEN)
+
+
+def shown_figures(report: Showback) -> dict[str, dict[str, Decimal | None]]:
+    """What the page's table and `qm showback` show per entry (and `__idle__`, `TOTAL`) where a
+    figure is rounded for showing, in one place so the two say the same: the GPU-hours of each
+    of `GPU_HOUR_COLUMNS` to two places, rounded cumulatively (`presented_gpu_hours`) so they
+    add up to TOTAL, a non-zero one whose share rounded to none as its exact figure (said
+    "< 0.01": `run_text.share_said`); and the per-unit prices of `SHOWN_PRICES` (`shown_price`).
+    The API gives them (`shown` in the JSON) so that qm does not round the API's rounded figures
+    again: until 7 Dec it rounded the four places to two, and 1.01495 GPU-hours read 1.01 on the
+    page and 1.02 in qm, TOTAL too. Money and tokens are `presented_money`'s and
+    `presented_tokens`', already whole cents and tokens everywhere."""
+    said = presented_gpu_hours(report, PAGE_HOURS_Q)
+    out: dict[str, dict[str, Decimal | None]] = {}
+    for entry in [*report.entries, *([report.idle] if report.idle is not None else []), report.total]:
+        exact = {column: seconds(entry) / _HOUR_S for column, seconds in GPU_HOUR_COLUMNS.items()}
+        if entry.key == "TOTAL":
+            exact["idle"] = entry.idle_gpu_seconds / _HOUR_S
+        shown: dict[str, Decimal | None] = {
+            column: Decimal(share_said(share, exact[column])) for column, share in said[entry.key].items()
+        }
+        shown.update({name: shown_price(price(entry)) for name, price in SHOWN_PRICES.items()})
+        out[entry.key] = shown
+    return out
+
+
 def _fmt(value: Decimal | None, quantum: Decimal) -> str:
     """Plain fixed-point text with exactly `quantum`'s places ("" for no value): never Decimal's
     scientific `1.24355E-7`, and zero as `0.00` like any other cent figure, never `0` or `-0.00`."""
@@ -1107,11 +1151,13 @@ def showback_json(report: Showback) -> dict[str, Any]:
     the cent with the same apportionment as the CSV, so the entries add up to `totals`."""
     money = presented_money(report)
     tokens = presented_tokens(report)
+    shown = shown_figures(report)
     window = {"start": iso(report.start), "end": iso(report.end)}
     minutes = (report.end - report.start).total_seconds() / 60
     allocations: dict[str, Any] = {}
     for entry in report.entries:
         allocations[entry.name] = _allocation(entry, money[entry.key], tokens[entry.key], window, minutes)
+        allocations[entry.name]["shown"] = _shown_json(shown[entry.key], JSON_SHOWN)
     if report.idle is not None:
         idle = report.idle
         allocations[IDLE] = {
@@ -1120,14 +1166,18 @@ def showback_json(report: Showback) -> dict[str, Any]:
             "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
             "costWithoutTokens": float(money[IDLE]["cost_without_tokens_usd"]),
             "shareOfCostWithoutTokens": _share(idle.cost_without_tokens_usd, idle.cost_usd),
+            # Its `gpuHours` is the idle capacity's: shown, the idle column's share.
+            "shown": _shown_json(shown[IDLE], {"gpuHours": "idle"}),
         }
     total = report.total
     totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
     totals["idleReservedGpuHours"] = (float(hours(report.idle_reserved_gpu_seconds_total))
                                       if shows_idle_reserved(report) else None)
+    totals["shown"] = _shown_json(shown["TOTAL"], JSON_SHOWN)
     if report.capacity_gpu_seconds is not None:
         totals["capacityGpuHours"] = float(hours(report.capacity_gpu_seconds))
         totals["idleGpuHours"] = float(hours(total.idle_gpu_seconds))
+        totals["shown"].update(_shown_json(shown["TOTAL"], {"idleGpuHours": "idle"}))
     extra: dict[str, Any] = {}
     if report.idle is not None:
         # GPU time no rate priced: counted at $0 above (fleet readers; [] when every hour had a price).
@@ -1150,6 +1200,20 @@ def showback_json(report: Showback) -> dict[str, Any]:
         "totals": totals,
         **extra,
     }
+
+
+#: An allocation's `shown`: its figures (by their JSON names) as the page and qm show them,
+#: from `shown_figures` (by its names).
+JSON_SHOWN = {
+    "gpuHours": "allocated", "gpuHoursActive": "active", "gpuHoursProductive": "productive",
+    "preemptionLostGpuHours": "lost", "usdPerGpuHour": "usd_per_gpu_hour",
+    "usdPerProductiveGpuHour": "usd_per_productive_gpu_hour",
+}
+
+
+def _shown_json(shown: dict[str, Decimal | None], names: dict[str, str]) -> dict[str, float | None]:
+    figures = {key: shown[name] for key, name in names.items()}
+    return {key: None if value is None else float(value) for key, value in figures.items()}
 
 
 def _number(value: Decimal | None, quantum: Decimal) -> float | None:

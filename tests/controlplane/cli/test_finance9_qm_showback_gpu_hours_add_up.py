@@ -1,7 +1,7 @@
 """`qm showback`'s GPU-hour columns add up to its TOTAL row, as the page's do (finance review,
 7 Dec): each cell was the API's figure rounded on its own, so two teams that each held a GPU for
-1.00505 GPU-hours read 1.01 and 1.01 above a TOTAL of 2.01. Now the cells are rounded
-cumulatively to two places (`run_text.rounded_cumulatively`), in the API's order."""
+1.00505 GPU-hours read 1.01 and 1.01 above a TOTAL of 2.01. Now the cells are the API's `shown`,
+the page's figures: rounded cumulatively to two places (`showback.shown_figures`)."""
 
 from __future__ import annotations
 
