@@ -40,8 +40,9 @@ def window_choice(raw: str | None, default: Window = DEFAULT) -> tuple[Window, s
     default shown (the overview, teams and node pages showed the default unsaid for
     `?window=bogus` until 5 Dec). Missing or empty: the default, nothing said."""
     text = (raw or "").strip()
-    if not text or text in BY_KEY:
-        return BY_KEY.get(text, default), ""
+    # In any case, as showback and the API read a window (`24H` was refused here until 7 Dec).
+    if not text or text.lower() in BY_KEY:
+        return BY_KEY.get(text.lower(), default), ""
     offered = ", ".join(w.key for w in WINDOWS)
     return default, (f"window: '{text[:40]}' is not a window this page shows: use one of {offered}; "
                      f"showing the {default.label}.")

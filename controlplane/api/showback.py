@@ -84,7 +84,8 @@ def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extr
 
 
 class ShowbackQuery(serializers.Serializer):
-    window = serializers.CharField(required=False, help_text="7d, 24h, 30m, 2w, today, yesterday, or start,end (RFC 3339).")
+    window = serializers.CharField(required=False, help_text="7d, 24h, 30m, 2w, today, yesterday (names and units in any case), "
+                                   "or start,end (RFC 3339).")
     # Its shape is judged by services.showback.month_window (a 400 naming the month and what one
     # looks like), as the page and `qm` judge it: a pattern here said "This value does not match
     # the required pattern." and let "２０２６-１１" through.

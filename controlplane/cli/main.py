@@ -382,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("showback", parents=[common], help="cost and GPU-hours allocated, active and productive by team, project, job or class")
     p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--window", default="7d", help="7d, 24h, 2w, or start,end (default 7d)")
+    when.add_argument("--window", default="7d", help="30m, 24h, 7d, 2w (any whole number; m, h, d, w), today, yesterday, in any case, "
+                      "or start,end in RFC 3339 (default 7d)")
     when.add_argument("--month", help="a calendar month: 2026-11")
     p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
 

@@ -86,13 +86,17 @@ class Window:
 
 def parse_window(text: str, now: datetime) -> Window:
     """A window as OpenCost spells it: a duration back from now ("30m", "24h", "7d", "2w"),
-    "today", "yesterday", or two RFC 3339 instants "start,end"."""
+    "today", "yesterday", or two RFC 3339 instants "start,end". The names and units are read in
+    any case and labelled in lower case (`7D` is `7d`): until 7 Dec the unit was read in any case
+    but the names were not, so `7D` was a window and `TODAY` a 400. The API, the showback page
+    and `qm showback --window` all read windows here; the other pages' `frontend/windows.py`
+    takes its names in any case too."""
     text = (text or "").strip()
     if not text:
         raise AccountingQueryError("window", "Give a window such as 7d, 24h, today or start,end (RFC 3339).")
-    if text in ("today", "yesterday"):
-        day = floor_to(now, DAY)
-        return Window(day, now, text) if text == "today" else Window(day - timedelta(days=1), day, text)
+    if text.lower() in ("today", "yesterday"):
+        day, name = floor_to(now, DAY), text.lower()
+        return Window(day, now, name) if name == "today" else Window(day - timedelta(days=1), day, name)
     if "," in text:
         parts = text.split(",")
         if len(parts) != 2:
@@ -115,12 +119,12 @@ def parse_window(text: str, now: datetime) -> Window:
     if unit not in _WINDOW_UNITS or not number.isdigit() or int(number) <= 0:
         raise AccountingQueryError(
             "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
-            "today, yesterday, or start,end in RFC 3339."
+            "today, yesterday (in any case), or start,end in RFC 3339."
         )
     seconds = int(number) * _WINDOW_UNITS[unit]
     if seconds > _MAX_WINDOW_S:
         raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
-    return Window(now - timedelta(seconds=seconds), now, text, timedelta(seconds=seconds))
+    return Window(now - timedelta(seconds=seconds), now, f"{int(number)}{unit}", timedelta(seconds=seconds))
 
 
 def _instant(text: str) -> datetime:

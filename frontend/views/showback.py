@@ -70,6 +70,9 @@ def showback(request: HttpRequest) -> HttpResponse:
     window, month = _window_or_month(window_text, month, now, period_errors)
     if period_errors and not month:
         window_text = DEFAULT_WINDOW
+    elif not month:
+        # As the API reads and names it: `?window=TODAY` is today, selected as such (not "custom").
+        window_text = window.label
     errors += period_errors
     # The monthly report is the same report over a calendar month (the API's `month=`).
     period = {"month": month} if month else {"window": window_text}
