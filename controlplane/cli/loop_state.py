@@ -1,7 +1,7 @@
 """What qm says of the scheduling loop when it has stalled or has never run, in one place:
 `qm sinfo` and `qm explain`/`qm status` (a line of their report), `qm list` and `qm sprio` (on
 stderr, so their table stays parseable when piped). Each reads the `loop` of the answer it
-already has (api/serializers/scheduling_loop.py: /healthz's): a waiting job's reason, place and ETA are
+already has (api/serializers/scheduling_loop.py: /healthz's; `qm status` the job's own, jobs/{id}/): a waiting job's reason, place and ETA are
 the last cycle's word, so a dead loop's read as a healthy queue's until 7 Dec. `qm` imports no
 Django, and neither does this module."""
 

@@ -371,6 +371,17 @@ def job_payload(job: Job) -> dict[str, Any]:
     }
 
 
+class JobDetailSerializer(JobSerializer):
+    """`GET jobs/{id}/`: the job, and the scheduling loop's state, as jobs/ pages and explain/
+    carry it (its queue position, ETA and reason are the last cycle's word)."""
+
+    loop = LoopStateSerializer(read_only=True, help_text="The scheduling loop, as /healthz says it: a waiting "
+                               "job's reason, place and ETA are as of its last cycle.")
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "loop"]
+
+
 class JobArraySerializer(serializers.Serializer):
     array_id = serializers.UUIDField()
     name = serializers.CharField()

@@ -1,5 +1,5 @@
 """The scheduling loop's state, as /healthz says it and the answers whose figures are the last
-cycle's word carry it (metrics/queue/, jobs/, jobs/{id}/explain/, jobs/priority/): a waiting
+cycle's word carry it (metrics/queue/, jobs/, jobs/{id}/, jobs/{id}/explain/, jobs/priority/): a waiting
 job's reason, place and ETA are as of the last cycle, so a stalled loop's are that old and no job
 starts (qm says so: controlplane/cli/loop_state.py)."""
 

@@ -44,6 +44,7 @@ from controlplane.api.serializers.jobs import (
     JobArrayRequeueSerializer,
     JobArraySerializer,
     JobChangeSerializer,
+    JobDetailSerializer,
     JobSerializer,
     attach_dependencies,
     attach_gpus_held,
@@ -140,8 +141,12 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         except Http404:
             raise NotFound(f"No job {str(self.kwargs.get('pk'))[:40]}, or not yours to see.") from None
 
+    @extend_schema(responses={200: JobDetailSerializer})
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return Response(job_payload(self.get_object()))
+        # Its queue position, ETA and reason are the last cycle's word, as on jobs/ and explain/:
+        # the loop's state beside them (one query), so `qm status --json` carries it as
+        # `qm list --json` and `qm explain --json` do, in its one request.
+        return Response({**job_payload(self.get_object()), "loop": loop_state()})
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.

@@ -29,18 +29,19 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(job)
         return 0
-    # One request for the API's explanation of a live job: a stopping job (state `preempting`
-    # whatever stopped it: a preemption, a resize, a cancel, its runtime limit) says why and by
-    # when, as `qm explain` does (the state alone read as a preemption for a job its owner had just
-    # cancelled); a running job since when, on which GPUs of which nodes; a waiting one the loop's
-    # state, its reason, place and ETA being the last cycle's word.
+    # One request for the API's explanation of a running or stopping job: a stopping job (state
+    # `preempting` whatever stopped it: a preemption, a resize, a cancel, its runtime limit) says
+    # why and by when, as `qm explain` does (the state alone read as a preemption for a job its
+    # owner had just cancelled); a running job since when, on which GPUs of which nodes. A
+    # waiting job's reason, place and ETA are the job's own, and the loop's state (whose last
+    # cycle's word they are) comes with it (`loop`), as it does under --json.
     explained = (api.request("GET", f"jobs/{job['id']}/explain/")
-                 if job["state"] in ("pending", "preempting", "running") else {})
+                 if job["state"] in ("preempting", "running") else {})
     stopping = explained["reason"] if job["state"] == "preempting" else ""
     running = explained["reason"] if job["state"] == "running" else ""
     output.fields([*_asked_fields(job), *_standing_fields(job, running, stopping),
                    *_preemption_fields(api, job, stopping), ("command", job["command"])])
-    if job["state"] == "pending" and (stalled := loop_warning(explained.get("loop"),
+    if job["state"] == "pending" and (stalled := loop_warning(job.get("loop"),
                                                               "its reason, queue position and start above")):
         print(stalled)
     return 0
