@@ -74,8 +74,11 @@ def _assert_api_says_what_the_engine_said(client: Any, plan: engine.Plan) -> Non
         why = client.get(f"{J}/jobs/{e.job_id}/explain/").json()
         assert (why["reason_code"], why["reason"], why["queue_position"], why["would_start_if"]) == (
             e.reason, engine_times(e.message[:500]), e.queue_position, engine_times(e.would_start_if[:300]))
-        listed = client.get(f"{J}/jobs/", {"name": body["name"]}).json()["results"]
-        assert [row for row in listed if row["id"] == body["id"]] == [body]
+        page = client.get(f"{J}/jobs/", {"name": body["name"]}).json()
+        # the loop's state is the detail's, as it is the list page's (not its rows')
+        loop, listed_loop = body.pop("loop"), page["loop"]
+        assert loop["last_cycle_at"] == listed_loop["last_cycle_at"] and loop["stalled"] == listed_loop["stalled"]
+        assert [row for row in page["results"] if row["id"] == body["id"]] == [body]
 
 
 def test_a_moved_position_rewrites_no_job_row_yet_the_api_shows_it(fleet: Any, alice: Any, plans: list) -> None:
