@@ -1007,7 +1007,7 @@ class EventAdmin(ShownNotEdited):
 
 
 @admin.register(NotificationHook)
-class NotificationHookAdmin(TeamColumn, NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+class NotificationHookAdmin(DeletesSelectedLocked, TeamColumn, NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Users' webhooks (docs/api.md, Notifications by webhook), which users add and change
     through the API or `qm notify` (where the URL is checked): here an admin sees every hook and
     how its deliveries go, and pauses one (active) or deletes it. The secret is never shown."""
@@ -1037,12 +1037,10 @@ class NotificationHookAdmin(TeamColumn, NamedControls, ShownWhole, IntegerColumn
             raise _HookGone(obj.pk, "there was nothing left to delete")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[NotificationHook]) -> None:
-        gone = [hook.pk for hook in queryset.select_related("user", "team")
-                if not notifications.delete_hook(hook, actor=_actor(request))]
-        if gone:
-            self.message_user(request, f"{counted(len(gone), 'hook')} ({', '.join(map(str, gone))}) had already been "
-                                       "deleted meanwhile (by another admin or its owner): not deleted nor recorded "
-                                       "again here.", messages.WARNING)
+        """"Delete selected" locked the hooks (DeletesSelectedLocked) and told of those deleted
+        meanwhile: each one here is there to delete."""
+        for hook in queryset.select_related("user", "team"):
+            notifications.delete_hook(hook, actor=_actor(request))
 
     def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
                         extra_context: dict[str, Any] | None = None) -> HttpResponse:

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected
+from django.contrib.admin.utils import model_ngettext
 from django.core.exceptions import ValidationError
 from django.db import models, router, transaction
 from django.forms.models import _get_foreign_key
@@ -321,6 +322,10 @@ def delete_selected_locked(modeladmin: admin.ModelAdmin, request: Any, queryset:
     under the lock and refuses the deletion on Django's "Cannot delete" page, and a row another
     admin or the API deleted meanwhile is said, not deleted nor recorded again.
 
+    The admin is told how many rows this deletion deleted, the rows it locked ("Deleted 0 users."
+    when another admin had deleted them all), beside the rows deleted meanwhile: Django's
+    "Successfully deleted N" counted the rows as its page read them, before the lock.
+
     Before, the rows were read unlocked: two deletions at once each recorded a deleted event
     per row, a deletion racing a change recorded the row as it was before that change, and a
     team that got a job between the confirmation and the deletion made the deletion a 500."""
@@ -340,11 +345,21 @@ def delete_selected_locked(modeladmin: admin.ModelAdmin, request: Any, queryset:
         present = set(model._base_manager.select_for_update().filter(pk__in=chosen).order_by("pk")
                       .values_list("pk", flat=True))
         gone = sorted(pk for pk in chosen if pk not in present)
+        deleted = 0
+        if present:
+            locked = queryset.filter(pk__in=present)
+            _, _, perms_needed, protected = modeladmin.get_deleted_objects(locked, request)
+            if perms_needed or protected:  # Django's refusal: PermissionDenied, or its "Cannot delete" page
+                return delete_selected(modeladmin, request, locked)
+            deleted = len(locked)  # every row is locked: delete_queryset deletes each
+            modeladmin.log_deletions(request, locked)
+            modeladmin.delete_queryset(request, locked)
+        said = model_ngettext(modeladmin.opts, deleted)
+        modeladmin.message_user(request, f"Successfully deleted {deleted} {said}." if deleted else f"Deleted 0 {said}.",
+                                messages.SUCCESS if deleted else messages.INFO)
         if gone:
             label = model._meta.verbose_name if len(gone) == 1 else model._meta.verbose_name_plural
             modeladmin.message_user(
                 request, f"{len(gone)} {label} ({', '.join(map(str, gone))}) had been deleted meanwhile (by another "
                          "admin, or through the API): not deleted nor recorded again here.", messages.WARNING)
-        if not present:
-            return None
-        return delete_selected(modeladmin, request, queryset.filter(pk__in=present))
+    return None

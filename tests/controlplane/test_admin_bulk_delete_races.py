@@ -48,6 +48,11 @@ def _delete_selected(client: Client, model: str, pks: list[int]) -> Any:
                                                          "index": 0, "post": "yes"})
 
 
+def _delete_selected_users(client: Client, pks: list[int]) -> Any:
+    return client.post("/admin/auth/user/", {"action": "delete_selected", "_selected_action": pks, "index": 0,
+                                             "post": "yes"})
+
+
 def _messages(response: Any) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
 
@@ -68,8 +73,10 @@ def test_two_admins_deleting_the_same_quotas_at_once_record_one_event_each(commi
     assert not Quota.objects.filter(pk__in=quotas).exists()
     deleted = Event.objects.filter(reason="QuotaDeleted")
     assert sorted(e.data["before"]["id"] for e in deleted) == quotas
-    said = [m for a in answers for m in _messages(a)]
-    assert any(f"2 quotas ({quotas[0]}, {quotas[1]}) had been deleted meanwhile" in m for m in said), said
+    said = sorted((_messages(a) for a in answers), key=len)
+    assert said[0] == ["Successfully deleted 2 quotas."], said
+    assert said[1][0] == "Deleted 0 quotas.", said
+    assert f"2 quotas ({quotas[0]}, {quotas[1]}) had been deleted meanwhile" in said[1][1], said
 
 
 def test_two_admins_deleting_the_same_users_at_once_record_each_users_deletion_once(committed_fleet: Fleet) -> None:
@@ -97,8 +104,31 @@ def test_two_admins_deleting_the_same_users_at_once_record_each_users_deletion_o
                           ("SubmitterDeleted", 1)):
         assert Event.objects.filter(reason=reason).count() == count, reason
     assert len({e.actor for e in Event.objects.filter(reason__in=["UserDeleted", "ApiTokenOwnerDeleted"])}) == 1
-    said = [m for out in (first_out, second_out) for m in _messages(out["result"])]
-    assert any(f"2 users ({dora.pk}, {carl.pk}) had been deleted meanwhile" in m for m in said), said
+    said = sorted((_messages(out["result"]) for out in (first_out, second_out)), key=len)
+    assert said[0] == ["Successfully deleted 2 users."], said
+    assert said[1][0] == "Deleted 0 users.", said  # not Django's "Successfully deleted 2 users."
+    assert f"2 users ({dora.pk}, {carl.pk}) had been deleted meanwhile" in said[1][1], said
+    assert len(said[1]) == 2, said
+
+
+def test_a_bulk_deletion_counts_only_the_users_it_deleted_beside_those_deleted_meanwhile(
+        committed_fleet: Fleet) -> None:
+    """Of three users selected, one deleted by another admin while this deletion waits for the
+    rows: the admin is told 2 deleted and 1 deleted meanwhile, as the events record."""
+    users = [f.make_user(name, team=committed_fleet.ml).pk for name in ("dora", "carl", "erin")]
+    boss = _admin("boss")
+    with transaction.atomic():  # another admin's deletion of carl, committed while this one waits
+        list(get_user_model().objects.select_for_update().filter(pk__in=users))
+        deleting, out = in_thread(lambda: _delete_selected_users(boss, users))
+        assert blocked_on_a_lock()
+        get_user_model().objects.filter(pk=users[1]).delete()
+    deleting.join(20)
+
+    assert out["result"].status_code == 302, out
+    said = sorted(_messages(out["result"]))
+    assert said[0].startswith(f"1 user ({users[1]}) had been deleted meanwhile"), said
+    assert said[1:] == ["Successfully deleted 2 users."], said
+    assert Event.objects.filter(reason="UserDeleted", actor="user:boss").count() == 2
 
 
 def test_a_quota_changed_while_a_bulk_deletion_waits_is_recorded_as_changed(committed_fleet: Fleet) -> None:
