@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.db import models
 
 from controlplane.services.token_digests import DIGEST_LENGTH
+
+
+def issued_said(created: datetime) -> str:
+    """When a token was issued, as the trail and the admin's pages say it: "2026-12-01 09:00 UTC"."""
+    return f"{created.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 class ApiToken(models.Model):
@@ -19,7 +26,11 @@ class ApiToken(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["user", "created"], name="api_token_user_created")]
+        verbose_name = "API token"  # Django's "Api token"
+        verbose_name_plural = "API tokens"
 
     def __str__(self) -> str:
-        # never the digest: it is no key, but it names one
-        return f"API token {self.pk} of {self.user_id}"
+        """"token 12 of dora, issued 2026-12-01 09:00 UTC", as the events name it (a user's
+        delete confirmation lists it so: until 7 Dec "API token 12 of 7", the owner's id). Never
+        the digest: it is no key, but it names one."""
+        return f"token {self.pk} of {self.user.get_username()}, issued {issued_said(self.created)}"

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind
 from controlplane.models import ApiToken, Event
+from controlplane.models.api_tokens import issued_said
 from controlplane.models.events import actor_name
 from controlplane.services import token_digests
 from controlplane.services.transitions import event_fields
@@ -95,11 +96,6 @@ def revoke(users: Sequence[Any], actor: str) -> tuple[list[str], list[str]]:
             data={"model": "user", "user": name},
         )) for name in revoked)
     return revoked, sorted(u.get_username() for u in users if u.pk not in holders)
-
-
-def issued_said(created: datetime) -> str:
-    """When a token was issued, as the trail and the admin's pages say it: "2026-12-01 09:00 UTC"."""
-    return f"{created.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def held_by(users: Sequence[Any]) -> dict[Any, list[tuple[int, datetime]]]:

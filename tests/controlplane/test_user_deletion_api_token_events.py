@@ -143,3 +143,22 @@ def test_the_confirmation_page_says_which_tokens_stop_working(fleet, boss) -> No
             "in as erin (qm login) is refused from then on, and the audit trail says so") in both
     gus = f.make_user("gus")
     assert "API token" not in _text(boss.get(f"/admin/auth/user/{gus.pk}/delete/"))
+
+
+def test_the_confirmation_lists_each_token_by_id_owner_and_issue_time_never_its_key(fleet, boss) -> None:
+    """Django's list of what goes with the user named a token "Api token: API token 12 of 7" (the
+    owner's user id); it names the owner and when the token was issued, as the events do."""
+    dora, erin = f.make_user("dora", team=fleet.ml), f.make_user("erin", team=fleet.ml)
+    key, token = _issued(dora, datetime(2026, 12, 1, 9, 0, 12, tzinfo=UTC))
+    erins_key, erins = _issued(erin, datetime(2026, 12, 6, 8, 15, tzinfo=UTC))
+
+    page = _text(boss.get(f"/admin/auth/user/{dora.pk}/delete/"))
+    both = _text(boss.post("/admin/auth/user/", {"action": "delete_selected",
+                                                 "_selected_action": [dora.pk, erin.pk]}))
+
+    line = f"API token: token {token.pk} of dora, issued 2026-12-01 09:00 UTC"
+    assert line in page and line in both
+    assert f"API token: token {erins.pk} of erin, issued 2026-12-06 08:15 UTC" in both
+    assert "Api token" not in page + both and f"of {dora.pk}" not in page
+    for secret in (key, token.digest, erins_key, erins.digest):
+        assert secret not in page + both
