@@ -133,3 +133,64 @@ def test_delete_selected_users_still_records_every_event_of_each_user(fleet, bos
         # each user's events together, the user's own first, as one user's deletion writes them
         own = [e.pk for e in recorded.order_by("id") if e.pk == deleted.pk or _whose(e) == name]
         assert own[0] == deleted.pk and own == list(range(own[0], own[0] + len(own))), name
+
+
+def test_a_querysets_delete_in_a_shell_records_in_as_many_queries_for_many_users_as_for_a_few(
+        fleet, in_a_shell) -> None:  # type: ignore[no-untyped-def]
+    """`User.objects.filter(…).delete()` in `manage.py shell`: each user's pre_delete recorded
+    them alone, a dozen queries per user; the first records every user of the queryset together
+    (config_audit.user_deleted), as "Delete selected users" does."""
+    few = _users_with_everything(fleet, "few", 3, first_hour=2)
+    many = _users_with_everything(fleet, "many", 9, first_hour=100)
+    ContentType.objects.get_for_model(get_user_model())
+
+    with CaptureQueriesContext(connection) as for_few:
+        get_user_model().objects.filter(username__startswith="few").delete()
+    with CaptureQueriesContext(connection) as for_many:
+        get_user_model().objects.filter(username__startswith="many").delete()
+
+    assert len(for_many.captured_queries) == len(for_few.captured_queries), _sql(for_many)
+    assert not get_user_model().objects.filter(pk__in=[u.pk for u in few + many]).exists()
+    recorded = Event.objects.filter(actor="process:ops")
+    for reason, each in (("UserDeleted", 1), ("MembershipDeleted", 1), ("NotificationHookDeleted", 1),
+                         ("ApiTokenOwnerDeleted", 2), ("SubmitterDeleted", 2), ("HolderDeleted", 1),
+                         ("MaintenanceWindowChanged", 2)):
+        assert sorted(_whose(e) or e.data["before"]["username"] for e in recorded.filter(reason=reason)) == sorted(
+            u.get_username() for u in few + many for _ in range(each)), reason
+    for user in few + many:
+        name = user.get_username()
+        [deleted] = recorded.filter(reason="UserDeleted", data__before__username=name)
+        assert deleted.message.startswith(f"User {name} deleted (process ")
+        assert deleted.data["before"]["groups"] == ["ops"]
+        own = [e.pk for e in recorded.order_by("id") if e.pk == deleted.pk or _whose(e) == name]
+        assert own[0] == deleted.pk and own == list(range(own[0], own[0] + len(own))), name
+
+
+def test_a_user_matching_the_queryset_only_after_it_was_read_is_not_recorded_as_deleted(
+        fleet, in_a_shell) -> None:  # type: ignore[no-untyped-def]
+    """The queryset's users are read again when the first of them is recorded, after Django read
+    the ones it deletes: one made to match in between is not deleted, and no event says it was."""
+    from django.db.models.signals import pre_delete
+
+    from controlplane.models import ApiToken
+
+    gone = _users_with_everything(fleet, "gone", 2, first_hour=2)
+    made: list[Any] = []
+
+    def a_user_matching_meanwhile(**kwargs: Any) -> None:  # tokens go before their users
+        if not made:
+            made.append(f.make_user("gone-late", team=fleet.ml))
+            f.token_for(made[0])
+
+    pre_delete.connect(a_user_matching_meanwhile, sender=ApiToken, dispatch_uid="test-user-matching-meanwhile")
+    try:
+        get_user_model().objects.filter(username__startswith="gone").delete()
+    finally:
+        pre_delete.disconnect(sender=ApiToken, dispatch_uid="test-user-matching-meanwhile")
+
+    assert list(get_user_model().objects.filter(username__startswith="gone").values_list("username", flat=True)) \
+        == ["gone-late"]
+    assert sorted(e.data["before"]["username"] for e in Event.objects.filter(reason="UserDeleted")) == \
+        sorted(u.get_username() for u in gone)
+    late = {e.reason for e in Event.objects.all() if "gone-late" in e.message}
+    assert late and not {reason for reason in late if "Created" not in reason}, late  # its creation's only
