@@ -881,6 +881,9 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: str = 
     # the jobs used: the fully loaded price, not an average of the bars beside it.
     fleet = any(r["is_idle"] for r in rows)
     total = "TOTAL, idle capacity included" if fleet else "TOTAL"
+    if any(r["name"] == total for r in shown if not r["is_total"]):
+        # A team stored as TOTAL (before the name was refused): one category would hold both bars.
+        total = "the report's TOTAL"
     if fleet:
         caption += (" TOTAL is fully loaded: the whole fleet's cost, idle capacity included, over the GPU-hours "
                     "jobs used.")

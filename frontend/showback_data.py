@@ -45,10 +45,15 @@ def cost_series(report: showback.Showback, group_by: str, access: Access,
         return {}, bucket
     team_ids = None if (access.is_admin or access.is_finance) else access.team_ids
     names = _NAME_FIELDS[group_by]
+    # By project, the project's id too: a project stored as `__unallocated__` (before the name was
+    # refused, 7 Dec) is not its team's jobs without a project, whose bars took its cost until then.
+    grouped = (*names, "project_id") if group_by == "project" else names
     costs: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
 
     def add(at: datetime, row: dict[str, Any]) -> None:
         name = "/".join(str(row[n] or showback.UNALLOCATED) for n in names)
+        if group_by == "project" and row["project_id"] is not None and row["project__name"] == showback.UNALLOCATED:
+            name = f"{name} (project {row['project_id']})"  # its key in the JSON (`showback.data_key`)
         costs[name][at] += float(row["cost"] or Decimal(0))
 
     whole_from, whole_to = accounting.ceil_to(start, bucket), accounting.floor_to(end, bucket)
@@ -75,16 +80,20 @@ def cost_series(report: showback.Showback, group_by: str, access: Access,
         return {}, bucket
     if team_ids is not None:
         parts = [p.filter(team_id__in=list(team_ids)) for p in parts]
-    sums = [p.order_by().values("bar", *names).annotate(cost=Sum("cost_usd")) for p in parts]
+    sums = [p.order_by().values("bar", *grouped).annotate(cost=Sum("cost_usd")) for p in parts]
     for row in sums[0].union(*sums[1:], all=True) if len(sums) > 1 else sums[0]:
         add(row["bar"], row)
     return {name: sorted(points.items()) for name, points in costs.items()}, bucket
 
 
-def shown_name(name: str) -> str:
+def shown_name(name: str, properties: dict[str, Any] | None = None) -> str:
     """A group's name as the page says it: the jobs of a team that named no project are "vision
-    (no project)", not the API's and the CSV's `vision/__unallocated__` (OpenCost's word)."""
+    (no project)", not the API's and the CSV's `vision/__unallocated__` (OpenCost's word). Given
+    the row's `properties`, a project of that name (stored before the name was refused, 7 Dec)
+    keeps its name: it has a project id, the jobs without a project none."""
     team, slash, project = name.rpartition("/")
+    if properties is not None and properties.get("project_id") is not None:
+        return name
     return f"{team} (no project)" if slash and project == showback.UNALLOCATED else name
 
 
@@ -105,9 +114,10 @@ def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
         rows.append({
             "key": entry.key,
             "name": entry.name,
-            "shown": shown_name(entry.name),
-            "is_idle": entry.key == showback.IDLE,
-            "is_total": entry.key == "TOTAL",
+            "shown": shown_name(entry.name, entry.properties),
+            # By kind, never by name: a team stored as TOTAL or __idle__ is a team's row.
+            "is_idle": entry.kind == "idle",
+            "is_total": entry.kind == "total",
             "gpu_hours_allocated": float(allocated / 3600),
             "gpu_hours_active": float(entry.active_gpu_seconds / 3600),
             "gpu_hours_productive": float(entry.productive_gpu_seconds / 3600),

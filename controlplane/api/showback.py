@@ -102,6 +102,10 @@ _ALLOCATION = inline_serializer(
     "ShowbackAllocation",
     fields={
         "name": serializers.CharField(),
+        "kind": serializers.ChoiceField(
+            choices=showback.KINDS, help_text="What the entry is: a group (team, project, job or priority class), "
+            "the idle capacity (`__idle__`) or the total (`totals`). Tell the report's own entries by it, not by "
+            "name: a team stored as TOTAL or __idle__ before such names were refused is a group."),
         "properties": serializers.DictField(),
         "window": serializers.DictField(child=serializers.CharField()),
         "gpuHours": serializers.FloatField(help_text="Allocated GPU-hours (for __idle__: unallocated)."),

@@ -194,6 +194,13 @@ SHOWN_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usdPerGpuHour
 HOUR_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive")
 
 
+def _kind(name: str, allocation: dict[str, Any]) -> str:
+    """What an allocation is, as the API's `kind` says (group, idle or total): a team stored as
+    `__idle__` before the name was refused is a group (keyed `__idle__ (team 7)`). A server from
+    before `kind` (7 Dec) is read by the name, as it was."""
+    return str(allocation.get("kind") or ("idle" if name == IDLE_ENTRY else "group"))
+
+
 def _cell(allocation: dict[str, Any], key: str) -> str:
     """A showback cell: the figure the page shows where the API gives it (`shown`), else the
     allocation's own."""
@@ -261,13 +268,16 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     for chunk in report.get("data", []):
         allocations.update(chunk)
     # Job ids in numeric order (as text, job 100 came between 10 and 11).
-    ordered = sorted(allocations.items(), key=lambda item: (0, int(item[0]), "") if item[0].isascii() and item[0].isdigit() else (1, 0, item[0]))
+    # The idle capacity after the groups, as on the page and in the CSV (among them by name, it
+    # sat between a team TOTAL and a team __idle__ stored before such names were refused).
+    ordered = sorted(allocations.items(), key=lambda item: (
+        _kind(*item) == "idle", *((0, int(item[0]), "") if item[0].isascii() and item[0].isdigit() else (1, 0, item[0]))))
     # __idle__'s GPU-hours are capacity no job held (OpenCost's convention): not allocated hours,
     # so its GPU-hour cells stay empty and the columns add up to TOTAL; a line below says them.
     # A job row says whose job it is (its id alone sent finance to look each one up).
     named = ("job", "team", "project") if args.by == "job" else ()
     rows = [[name] + [str((a.get("properties") or {}).get(p) or "-") for p in named]
-            + [("-" if name == IDLE_ENTRY and key in IDLE_BLANK else _cell(a, key)) for _, key in SHOWBACK_COLUMNS]
+            + [("-" if _kind(name, a) == "idle" and key in IDLE_BLANK else _cell(a, key)) for _, key in SHOWBACK_COLUMNS]
             for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
@@ -297,11 +307,16 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     rows = [row[:first] + [row[first + i] for i in shown] for row in rows]
     output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
                  + [SHOWBACK_COLUMNS[i][0] for i in shown])
-    idle = allocations.get(IDLE_ENTRY)
+    for name in (n for n in allocations if n.lower() == "total"):
+        # A team stored as TOTAL (before the name was refused) read as the total's twin.
+        print(output.visible(f"{name} above the last row is the {args.by.replace('_', ' ')} named {name}; "
+                             "the last row is the report's total."))
+    idle = next((a for name, a in allocations.items() if _kind(name, a) == "idle"), None)
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {_cell(idle, 'gpuHours')} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
-    no_project = sorted(name for name in allocations if name.endswith("/" + NO_PROJECT))
+    no_project = sorted(name for name, a in allocations.items() if name.endswith("/" + NO_PROJECT)
+                        and (a.get("properties") or {}).get("project_id") is None)
     if no_project:
         # The row read `vision/__unallocated__` with nothing to say it is not a project of that
         # name (the page says "vision (no project)"; the table keeps the API's and CSV's name).
@@ -311,7 +326,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
         print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
               "GPU-hour the jobs held.")
-    no_tokens = [name for name, a in ordered if name != IDLE_ENTRY and a.get("usdPerMillionTokens") is None]
+    no_tokens = [name for name, a in ordered if _kind(name, a) != "idle" and a.get("usdPerMillionTokens") is None]
     if no_tokens:
         # A '-' in $/1M TOKENS said nothing of why (the page explains it under its table): no
         # useful tokens were reported there, so there is no price per token, neither $0 nor

@@ -54,10 +54,13 @@ from controlplane.services.accounting import (
 )
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
-from controlplane.services.showback_names import IDLE, UNALLOCATED
+from controlplane.services.showback_names import IDLE, TOTAL, UNALLOCATED
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
 GROUP_BY = ("team", "project", "job", "priority_class")
+#: The kinds of row a report has (`ShowbackEntry.kind`): the JSON's `kind` on each allocation and
+#: on `totals`, the CSV's `row_kind`.
+KINDS = ("group", "idle", "total")
 _HOUR_S = Decimal(3600)
 _ZERO, _ONE = Decimal(0), Decimal(1)
 _WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -164,6 +167,10 @@ class ShowbackEntry:
     key: str
     name: str
     properties: dict[str, Any]
+    #: What the row is: `group` (a team, project, job or priority class), `idle` (the capacity no
+    #: job held) or `total`. Told by this, never by the name: a team stored as `TOTAL` or
+    #: `__idle__` before such names were refused is a group like any other (`KINDS`).
+    kind: str = "group"
     allocated_gpu_seconds: Decimal = Decimal(0)
     active_gpu_seconds: Decimal = Decimal(0)
     productive_gpu_seconds: Decimal = Decimal(0)
@@ -256,6 +263,11 @@ class Showback:
     #: team report, so their own team's cents are apportioned as finance's are. Never shown.
     other_teams: list[ShowbackEntry] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # The idle row is the idle row by where it is, whatever built it.
+        if self.idle is not None:
+            self.idle.kind = "idle"
+
     @property
     def unrecorded(self) -> bool:
         """Nothing of the period was recorded: it ended when or before the accounting began (a
@@ -267,7 +279,7 @@ class Showback:
     @cached_property
     def total(self) -> ShowbackEntry:
         """Σ entries (+ `__idle__`'s cost for fleet readers), computed once per report."""
-        total = ShowbackEntry(key="TOTAL", name="TOTAL", properties={})
+        total = ShowbackEntry(key=TOTAL, name=TOTAL, properties={}, kind="total")
         for entry in self.entries:
             total.add(entry)
         if self.idle is not None:
@@ -495,7 +507,7 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
                 per_type[(gpu_type_id, type_name)][name] += row.get(name) or Decimal(0)
         capacity = fleet["capacity"]
         capacity_cost = fleet["capacity_cost"]
-        idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
+        idle = ShowbackEntry(key=IDLE, name=IDLE, properties={}, kind="idle")
         idle.idle_gpu_seconds = capacity - fleet["allocated"]
         idle.cost_usd = capacity_cost - fleet["cost"]
         type_names.update({key[0]: key[1] for key in per_type})
@@ -719,6 +731,11 @@ PROJECT_CSV_COLUMNS = ("team", "project_name")
 #: Last on every row: the period the report covers, in UTC as the JSON's `window` says it. Only
 #: the file name said it before (7 Dec), so months' CSVs pasted together lost whose rows were whose.
 PERIOD_CSV_COLUMNS = ("period_start", "period_end")
+#: After them, on every row: what the row is (`KINDS`: group, idle or total), so a reader tells
+#: the report's own `__idle__` and `TOTAL` rows from a team stored under such a name before the
+#: names were refused (7 Dec): until then two rows read `TOTAL` and only their place told which
+#: was the total.
+KIND_CSV_COLUMNS = ("row_kind",)
 CENT = Decimal("0.01")
 _HOURS_Q = Decimal("0.0001")
 _RATE_Q = Decimal("0.0001")
@@ -736,7 +753,7 @@ def hours(gpu_seconds: Decimal) -> Decimal:
 GPU_HOUR_COLUMNS: dict[str, Callable[[ShowbackEntry], Decimal]] = {
     "allocated": lambda e: e.allocated_gpu_seconds, "active": lambda e: e.active_gpu_seconds,
     "productive": lambda e: e.productive_gpu_seconds, "lost": lambda e: e.lost_gpu_seconds,
-    "idle": lambda e: e.idle_gpu_seconds if e.key == IDLE else _ZERO,
+    "idle": lambda e: e.idle_gpu_seconds if e.kind == "idle" else _ZERO,
 }
 #: GPU-hours as the page says them: two places (`sentences.gpu_hours`); the CSV keeps four.
 PAGE_HOURS_Q = HUNDREDTH
@@ -753,12 +770,12 @@ def presented_gpu_hours(report: Showback, quantum: Decimal = _HOURS_Q) -> dict[s
     be 0.0001 off its TOTAL."""
     rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
     out: dict[str, dict[str, Decimal]] = {r.key: {} for r in rows}
-    out["TOTAL"] = {}
+    out[TOTAL] = {}
     for column, seconds in GPU_HOUR_COLUMNS.items():
         shares = rounded_cumulatively([seconds(r) for r in rows], quantum, per=_HOUR_S)
         for r, share in zip(rows, shares, strict=True):
             out[r.key][column] = share
-        out["TOTAL"][column] = sum(shares, Decimal(0).quantize(quantum))
+        out[TOTAL][column] = sum(shares, Decimal(0).quantize(quantum))
     return out
 
 
@@ -796,7 +813,7 @@ def shown_figures(report: Showback) -> dict[str, dict[str, Decimal | None]]:
     out: dict[str, dict[str, Decimal | None]] = {}
     for entry in [*report.entries, *([report.idle] if report.idle is not None else []), report.total]:
         exact = {column: seconds(entry) / _HOUR_S for column, seconds in GPU_HOUR_COLUMNS.items()}
-        if entry.key == "TOTAL":
+        if entry.kind == "total":
             exact["idle"] = entry.idle_gpu_seconds / _HOUR_S
         shown: dict[str, Decimal | None] = {
             column: Decimal(share_said(share, exact[column])) for column, share in said[entry.key].items()
@@ -848,7 +865,7 @@ def presented_tokens(report: Showback) -> dict[str, int]:
     out = {e.key: t for e, t in zip(entries, whole, strict=True)}
     if report.idle is not None:
         out[report.idle.key] = 0
-    out["TOTAL"] = sum(whole)
+    out[TOTAL] = sum(whole)
     return out
 
 
@@ -937,7 +954,7 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
         r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i, "cost_without_tokens_usd": n}
         for r, c, w, i, n in zip(rows, cost, waste, reserved, without, strict=True)
     }
-    out["TOTAL"] = {
+    out[TOTAL] = {
         "cost_usd": sum(cost, Decimal(0)),
         "cost_without_tokens_usd": sum(without, Decimal(0)),
         "preemption_waste_usd": sum(waste, Decimal(0)),
@@ -946,7 +963,7 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
         # Idle reserved quota is a team's guarantee, so only the team grouping has the column
         # (`shows_idle_reserved`): by project TOTAL carried the teams' figure over rows that
         # had none, which the page hid and the CSV and qm showed (until 7 Dec).
-        out["TOTAL"]["idle_reserved_usd"] = sum(reserved, Decimal(0))
+        out[TOTAL]["idle_reserved_usd"] = sum(reserved, Decimal(0))
     return out
 
 
@@ -1084,7 +1101,7 @@ def showback_csv(report: Showback) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     by_job, by_project = report.group_by == "job", report.group_by == "project"
     writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()),
-                     *(PROJECT_CSV_COLUMNS if by_project else ()), *PERIOD_CSV_COLUMNS])
+                     *(PROJECT_CSV_COLUMNS if by_project else ()), *PERIOD_CSV_COLUMNS, *KIND_CSV_COLUMNS])
     period = (iso(report.start), iso(report.end))
 
     gpu_hours = presented_gpu_hours(report)
@@ -1110,7 +1127,7 @@ def showback_csv(report: Showback) -> str:
             *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
                str(entry.properties.get("project", ""))) if by_job else ()),
             *((str(entry.properties.get("team", "")), _project_name(entry)) if by_project else ()),
-            *period,
+            *period, entry.kind,
         ]
 
     # Rows in name order; job rows in id order (as text, job 10 came between 1 and 2).
@@ -1122,15 +1139,37 @@ def showback_csv(report: Showback) -> str:
         writer.writerow(row(entry, reserved, fleet))
     if report.idle is not None:
         writer.writerow(row(report.idle, None, True))
-    writer.writerow(row(report.total, money["TOTAL"].get("idle_reserved_usd"), fleet))
+    writer.writerow(row(report.total, money[TOTAL].get("idle_reserved_usd"), fleet))
     return buffer.getvalue()
 
 
 def _project_name(entry: ShowbackEntry) -> str:
     """A project row's project as the job CSV names it: "" for its team's jobs that named none
-    (the first column's `vision/__unallocated__`); `__idle__` and TOTAL have none."""
-    project = str(entry.properties.get("project", ""))
-    return "" if project == UNALLOCATED else project
+    (the first column's `vision/__unallocated__`); `__idle__` and TOTAL have none. Told by the
+    project's id, not its name: a project stored as `__unallocated__` before the name was refused
+    is that project, and read "" like the jobs without one (until 7 Dec)."""
+    if entry.properties.get("project_id") is None:
+        return ""
+    return str(entry.properties.get("project", ""))
+
+
+def data_key(entry: ShowbackEntry, group_by: str) -> str:
+    """An allocation's key in the JSON's `data`: its name (OpenCost's), but for a group whose
+    name is the key of one of the report's own rows, `__idle__` (the idle capacity) or
+    `team/__unallocated__` (a team's jobs without a project), which keeps it: a team or project
+    stored under such a name before the names were refused (7 Dec) is keyed by its name and id,
+    `__idle__ (team 7)`. Until then it was overwritten there by that row: the team's cost was
+    missing from `data`, which no longer added up to `totals`, and from `qm showback`."""
+    if entry.kind != "group":
+        return entry.name
+    if group_by == "project":
+        project_id = entry.properties.get("project_id")
+        if project_id is not None and entry.properties.get("project") == UNALLOCATED:
+            return f"{entry.name} (project {project_id})"
+        return entry.name
+    if group_by in ("team", "priority_class") and entry.name == IDLE:
+        return f"{entry.name} ({group_by.replace('_', ' ')} {entry.properties[f'{group_by}_id']})"
+    return entry.name
 
 
 def csv_filename(report: Showback) -> str:
@@ -1150,8 +1189,9 @@ def csv_filename(report: Showback) -> str:
 
 def showback_json(report: Showback) -> dict[str, Any]:
     """The report in OpenCost's allocation shape (`/allocation?window=…&aggregate=…`): `data` is
-    a list of allocation sets keyed by name, each allocation with `window`, `gpuHours`, `gpuCost`
-    and `totalCost`, plus our tiers; `__idle__` is the unallocated capacity. Money is rounded to
+    a list of allocation sets keyed by name (`data_key`), each allocation with `window`, `gpuHours`,
+    `gpuCost` and `totalCost`, plus our tiers and its `kind`; `__idle__` is the unallocated
+    capacity, `totals` (kind `total`) the sum. Money is rounded to
     the cent with the same apportionment as the CSV, so the entries add up to `totals`."""
     money = presented_money(report)
     tokens = presented_tokens(report)
@@ -1160,12 +1200,13 @@ def showback_json(report: Showback) -> dict[str, Any]:
     minutes = (report.end - report.start).total_seconds() / 60
     allocations: dict[str, Any] = {}
     for entry in report.entries:
-        allocations[entry.name] = _allocation(entry, money[entry.key], tokens[entry.key], window, minutes)
-        allocations[entry.name]["shown"] = _shown_json(shown[entry.key], JSON_SHOWN)
+        key = data_key(entry, report.group_by)
+        allocations[key] = _allocation(entry, money[entry.key], tokens[entry.key], window, minutes)
+        allocations[key]["shown"] = _shown_json(shown[entry.key], JSON_SHOWN)
     if report.idle is not None:
         idle = report.idle
         allocations[IDLE] = {
-            "name": IDLE, "properties": {}, "window": window, "start": window["start"], "end": window["end"],
+            "name": IDLE, "kind": idle.kind, "properties": {}, "window": window, "start": window["start"], "end": window["end"],
             "minutes": minutes, "gpuHours": float(hours(idle.idle_gpu_seconds)),
             "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
             "costWithoutTokens": float(money[IDLE]["cost_without_tokens_usd"]),
@@ -1174,14 +1215,14 @@ def showback_json(report: Showback) -> dict[str, Any]:
             "shown": _shown_json(shown[IDLE], {"gpuHours": "idle"}),
         }
     total = report.total
-    totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
+    totals = _allocation(total, money[TOTAL], tokens[TOTAL], window, minutes)
     totals["idleReservedGpuHours"] = (float(hours(report.idle_reserved_gpu_seconds_total))
                                       if shows_idle_reserved(report) else None)
-    totals["shown"] = _shown_json(shown["TOTAL"], JSON_SHOWN)
+    totals["shown"] = _shown_json(shown[TOTAL], JSON_SHOWN)
     if report.capacity_gpu_seconds is not None:
         totals["capacityGpuHours"] = float(hours(report.capacity_gpu_seconds))
         totals["idleGpuHours"] = float(hours(total.idle_gpu_seconds))
-        totals["shown"].update(_shown_json(shown["TOTAL"], {"idleGpuHours": "idle"}))
+        totals["shown"].update(_shown_json(shown[TOTAL], {"idleGpuHours": "idle"}))
     extra: dict[str, Any] = {}
     if report.idle is not None:
         # GPU time no rate priced: counted at $0 above (fleet readers; [] when every hour had a price).
@@ -1233,6 +1274,8 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
     cost = float(money["cost_usd"])
     return {
         "name": entry.name,
+        # What the entry is (`KINDS`), where its name may be a team's stored as TOTAL or __idle__.
+        "kind": entry.kind,
         "properties": entry.properties,
         "window": window,
         "start": window["start"],
@@ -1253,7 +1296,7 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         "costWithoutTokens": float(money["cost_without_tokens_usd"]),
         "shareOfCostWithoutTokens": None if share is None else round(float(share), 6),
         "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
-        or (entry.key == "TOTAL" and "idle_reserved_usd" in money) else None,
+        or (entry.kind == "total" and "idle_reserved_usd" in money) else None,
         "preemptionLostGpuHours": float(hours(entry.lost_gpu_seconds)),
         "preemptionWasteCost": float(money["preemption_waste_usd"]),
     }

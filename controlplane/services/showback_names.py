@@ -6,7 +6,11 @@ team's jobs without a project in the project report. A group of one of these nam
 them: two `TOTAL` rows in the CSV, on the page and in `qm showback`, and in the JSON (its `data`
 keyed by name) the team `__idle__` overwritten by the idle capacity, so the rows no longer added
 up to `totals`. Kept apart from services/showback.py so the models can say it without importing
-the accounting (which imports them)."""
+the accounting (which imports them).
+
+A name stored before the rule (7 Dec) is not renamed: the report tells its own rows by their
+kind (`ShowbackEntry.kind`: the JSON's `kind`, the CSV's `row_kind`), never by these names, and
+keys such a group in the JSON's `data` by its name and id (`showback.data_key`)."""
 
 from __future__ import annotations
 

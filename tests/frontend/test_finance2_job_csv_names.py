@@ -56,7 +56,7 @@ def csv_of(client: Any, href: str) -> tuple[list[str], dict[str, dict[str, str]]
 def test_the_job_csv_names_the_job_its_team_and_project(client_for: Any, mixed_project: dict[str, Job]) -> None:
     header, rows = csv_of(client_for("finn"), "/api/v1/showback/?window=24h&group_by=job&format=csv")
     # the period's two columns end every row (test_showback_csv_columns.py)
-    assert header[0] == "job" and header[-5:] == ["job_name", "team", "project", "period_start", "period_end"]
+    assert header[0] == "job" and header[-6:] == ["job_name", "team", "project", "period_start", "period_end", "row_kind"]
     row = rows[str(mixed_project["evaluation"].pk)]
     assert (row["job_name"], row["team"], row["project"]) == ("evaluation", "language", "llm-pretrain")
     body = client_for("finn").get("/api/v1/showback/?window=24h&group_by=job").json()

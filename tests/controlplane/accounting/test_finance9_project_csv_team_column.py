@@ -45,7 +45,7 @@ def test_the_project_csv_has_team_and_project_columns(fleet: Any, clients: dict[
     header, rows = _csv(clients, window, "project")
     assert header[0] == "project" and header[1] == "gpu_hours_allocated"  # as before, for readers by position
     assert header.count("project") == 1
-    assert header[-4:] == ["team", "project_name", "period_start", "period_end"]
+    assert header[-5:] == ["team", "project_name", "period_start", "period_end", "row_kind"]
     named = {r["project"]: (r["team"], r["project_name"]) for r in rows}
     assert named == {"ml/llm": ("ml", "llm"), "ml/__unallocated__": ("ml", ""), "vision/__unallocated__": ("vision", ""),
                      "__idle__": ("", ""), "TOTAL": ("", "")}

@@ -27,6 +27,8 @@ NEW_COLUMNS = ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_
                "share_of_cost_without_tokens"]
 # Last, after every figure (and the job grouping's names): the period each row covers.
 PERIOD_COLUMNS = ["period_start", "period_end"]
+#: Appended after the period (7 Dec): what each row is, group, idle or total.
+KIND_COLUMNS = ["row_kind"]
 # Decimal places per column: every non-empty cell of a column has exactly these.
 PLACES = {"gpu_hours_allocated": 4, "gpu_hours_active": 4, "gpu_hours_productive": 4, "cost_usd": 2,
           "usd_per_gpu_hour": 4, "usd_per_useful_token": 12, "idle_reserved_usd": 2, "preemption_waste_usd": 2,
@@ -80,8 +82,8 @@ def test_the_existing_columns_come_first_in_their_order_and_the_pages_figures_fo
     header, _ = read(fleet_report())
     assert header[0] == "team"
     assert header[1:9] == OLD_COLUMNS
-    assert header[9:-2] == NEW_COLUMNS
-    assert header[-2:] == PERIOD_COLUMNS
+    assert header[9:-3] == NEW_COLUMNS
+    assert header[-3:] == PERIOD_COLUMNS + KIND_COLUMNS
     assert list(showback.CSV_COLUMNS) == OLD_COLUMNS + NEW_COLUMNS
 
 
@@ -98,12 +100,13 @@ def test_every_row_names_the_period_it_covers_so_months_concatenated_stay_apart(
                                (december, "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")):
         rows = list(csv.reader(io.StringIO(showback.showback_csv(report))))
         header = rows[0]
-        assert header[-2:] == PERIOD_COLUMNS
+        assert header[-3:] == PERIOD_COLUMNS + KIND_COLUMNS
         if report.group_by == "job":
-            assert header[-5:-2] == list(showback.JOB_CSV_COLUMNS)
+            assert header[-6:-3] == list(showback.JOB_CSV_COLUMNS)
         assert [r[0] for r in rows[1:]] == ["ml", "serve", "vision", "__idle__", "TOTAL"]
+        assert [r[-1] for r in rows[1:]] == ["group", "group", "group", "idle", "total"]
         for row in rows[1:]:
-            assert row[-2:] == [start, end], row
+            assert row[-3:-1] == [start, end], row
         window = showback.showback_json(report)["window"]
         assert [window["start"], window["end"]] == [start, end]
 
@@ -153,7 +156,7 @@ def test_every_column_has_a_fixed_number_of_places_zero_included() -> None:
             for name, row in rows.items():
                 for column in header[1:]:
                     cell = row[column]
-                    if cell == "" or column in PERIOD_COLUMNS:
+                    if cell == "" or column in PERIOD_COLUMNS + KIND_COLUMNS:
                         continue
                     places = PLACES[column]
                     pattern = r"-?\d+" + (rf"\.\d{{{places}}}" if places else "")
