@@ -28,7 +28,7 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
     else:
         password = os.environ.get("QM_PASSWORD") or _ask(
             "Password: ", getpass.getpass, "give it with --password-stdin or $QM_PASSWORD")
-    anonymous = Api(api.url, None, api.timeout_s)
+    anonymous = Api(api.url, None, api.timeout_s, url_defaulted=api.url_defaulted)
     answer = anonymous.request("POST", "auth/token/", body={"username": username, "password": password})
     replaced = _stored_login()
     path = save_config({"url": api.url, "token": answer["token"], "username": answer["username"]})

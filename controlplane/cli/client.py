@@ -141,13 +141,24 @@ class Api:
     url: str
     token: str | None
     timeout_s: float = TIMEOUT_S
+    #: True when no --url, $QM_URL or stored login named the server and `url` is DEFAULT_URL: a
+    #: connection refused there means "log in", not "the server is down".
+    url_defaulted: bool = False
 
     @classmethod
     def from_environment(cls, url: str | None = None, timeout_s: float = TIMEOUT_S) -> Api:
         config = load_config()
-        base = server_url(url or os.environ.get("QM_URL") or config.get("url") or DEFAULT_URL)
+        named = url or os.environ.get("QM_URL") or config.get("url")
+        base = server_url(named or DEFAULT_URL)
         token = os.environ.get("QM_TOKEN") or (config.get("token") if config.get("url", base) == base else None)
-        return cls(base, token, timeout_s)
+        return cls(base, token, timeout_s, url_defaulted=not named)
+
+    def _unreachable(self, exc: Exception) -> CliError:
+        if self.url_defaulted:
+            return CliError(f"cannot reach {self.url}, qm's default address: no server was named (no --url, no "
+                            "$QM_URL, no `qm login` yet). Log in to your fleet's server first: "
+                            "qm login --url https://SERVER", exit_code=2)
+        return CliError(f"cannot reach {self.url}: {_first_line(exc)}", exit_code=2)
 
     def request(self, method: str, path: str, *, body: Any = None, params: Any = None,
                 headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False,
@@ -170,7 +181,7 @@ class Api:
                 if attempt < attempts:
                     time.sleep(0.5 * attempt)
                     continue
-                raise CliError(f"cannot reach {self.url}: {_first_line(exc)}", exit_code=2) from exc
+                raise self._unreachable(exc) from exc
             except requests.Timeout as exc:
                 if attempt < attempts:
                     continue
