@@ -18,7 +18,7 @@ from typing import Any
 import django_filters as filters
 from django import forms
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django_filters.fields import BaseCSVField
 from drf_spectacular.utils import extend_schema_field
@@ -299,8 +299,9 @@ class JobFilterSet(ListFilterSet):
     # distinct=False: a column of the row itself matches each row once. django-filter's default
     # DISTINCT made PostgreSQL de-duplicate every matching row before the page's LIMIT and again
     # for its COUNT (the events of one kind: 410 ms for 100,000 of them, bench/scale_audit.py).
-    state = filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False,
-                                         help_text="Repeat for several states.")
+    state = filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False, method="filter_state",
+                                         help_text="Repeat for several states. unschedulable (can never run): "
+                                                   "the waiting jobs the engine found can never run as asked.")
     # `qm cancel 48 53 99999` reads its jobs in one request and cancels none unless all are there.
     id = IdsFilter(field_name="id", distinct=False,
                    help_text="These jobs only: their ids, comma-separated (`48,53`); an id you may not read, "
@@ -371,6 +372,16 @@ class JobFilterSet(ListFilterSet):
 
     def filter_ran_longer_than_s(self, queryset: Any, name: str, value: int) -> Any:
         return queryset.filter(job_history.ran_longer_than(value, timezone.now()))
+
+    def filter_state(self, queryset: Any, name: str, value: list[str]) -> Any:
+        if not value:
+            return queryset
+        # The engine never moves a job to `unschedulable`: one it finds can never run as asked
+        # stays pending, not resolvable, with its reason. "Can never run" lists those.
+        chosen = Q(state__in=value)
+        if JobState.UNSCHEDULABLE in value:
+            chosen |= Q(state=JobState.PENDING, pending_resolvable=False)
+        return queryset.filter(chosen)
 
     def filter_pending_code(self, queryset: Any, name: str, value: str) -> Any:
         return queryset.filter(pending_code=value, state__in=(JobState.PENDING, JobState.UNSCHEDULABLE))
