@@ -7,13 +7,11 @@ said, and the default shown)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.test import Client
 
 from controlplane.cli.main import build_parser
-from tests.controlplane import factories as f
+from tests.frontend.test_window_names_said import alice  # noqa: F401 (fixture: ml's member, one H100 node)
 
 pytestmark = pytest.mark.django_db
 
@@ -21,18 +19,8 @@ SPELLINGS = [("today", "today"), ("TODAY", "today"), ("Today", "today"), ("YESTE
              ("7D", "7d"), ("24H", "24h"), ("30M", "30m"), ("2W", "2w")]
 
 
-@pytest.fixture
-def alice(db: Any) -> Client:
-    team = f.make_team("ml")
-    gpu = f.make_gpu_type("H100-80GB")
-    f.make_node(gpu, name="h100-01")
-    client = Client()
-    client.force_login(f.make_user("alice", team=team))
-    return client
-
-
 @pytest.mark.parametrize("given, read", SPELLINGS)
-def test_the_apis_read_a_window_in_any_case(alice: Client, given: str, read: str) -> None:
+def test_the_apis_read_a_window_in_any_case(alice: Client, given: str, read: str) -> None:  # noqa: F811
     showback = alice.get("/api/v1/showback/", {"window": given})
     assert showback.status_code == 200, showback.content
     assert showback.json()["requestedWindow"] == read
@@ -41,7 +29,7 @@ def test_the_apis_read_a_window_in_any_case(alice: Client, given: str, read: str
 
 
 @pytest.mark.parametrize("path", ["/api/v1/showback/", "/api/v1/metrics/utilization/"])
-def test_a_window_no_surface_reads_is_a_400_listing_what_is(alice: Client, path: str) -> None:
+def test_a_window_no_surface_reads_is_a_400_listing_what_is(alice: Client, path: str) -> None:  # noqa: F811
     response = alice.get(path, {"window": "tomorrow"})
     assert response.status_code == 400
     said = " ".join(response.json()["errors"]["window"])
@@ -50,7 +38,7 @@ def test_a_window_no_surface_reads_is_a_400_listing_what_is(alice: Client, path:
 
 
 @pytest.mark.parametrize("given, read", [("TODAY", "today"), ("Yesterday", "yesterday"), ("7D", "last 7 days")])
-def test_the_showback_page_reads_a_window_in_any_case(alice: Client, given: str, read: str) -> None:
+def test_the_showback_page_reads_a_window_in_any_case(alice: Client, given: str, read: str) -> None:  # noqa: F811
     html = alice.get("/showback/", {"window": given}).content.decode()
     assert 'role="alert"' not in html, html
     assert f"selected>{read}</option>" in html
@@ -58,7 +46,7 @@ def test_the_showback_page_reads_a_window_in_any_case(alice: Client, given: str,
 
 @pytest.mark.parametrize("path, given, read", [("/", "24H", "last 24 hours"), ("/teams/", "7D", "last 7 days"),
                                                ("/nodes/h100-01/", "6H", "last 6 hours")])
-def test_the_pages_read_their_windows_in_any_case(alice: Client, path: str, given: str, read: str) -> None:
+def test_the_pages_read_their_windows_in_any_case(alice: Client, path: str, given: str, read: str) -> None:  # noqa: F811
     html = alice.get(path, {"window": given}).content.decode()
     assert 'id="window-error"' not in html
     assert f"selected>{read}</option>" in html
