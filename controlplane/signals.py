@@ -89,15 +89,10 @@ def record_user_save(sender: type[models.Model], instance: Any, created: bool = 
 
 
 @receiver(pre_delete, sender=get_user_model(), dispatch_uid="qm-user-deleted-record")
-def record_user_delete(sender: type[models.Model], instance: Any, origin: Any = None, **kwargs: Any) -> None:
+def record_user_delete(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
     """Before the delete (a page's, a queryset's in a shell), while the memberships that go with
-    the user are still there to be recorded; a queryset's users all at its first user's."""
-    config_audit.user_deleted(instance, origin)
-
-
-@receiver(post_delete, sender=get_user_model(), dispatch_uid="qm-user-deleted-queryset-done")
-def queryset_users_deleted(sender: type[models.Model], instance: Any, origin: Any = None, **kwargs: Any) -> None:
-    config_audit.user_gone(origin)
+    the user are still there to be recorded."""
+    config_audit.user_deleted(instance)
 
 
 @receiver(m2m_changed, sender=get_user_model().groups.through, dispatch_uid="qm-user-groups-changed-record")

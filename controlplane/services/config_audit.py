@@ -322,64 +322,17 @@ def _complete_access_change(user: Any, event: Event, first: dict[str, Any]) -> N
     Event.objects.filter(pk=event.pk).update(message=fields["message"], data=fields["data"])
 
 
-def user_deleted(user: Any, origin: Any = None) -> None:
+def user_deleted(user: Any) -> None:
     """Before ``user`` is deleted (pre_delete, whatever deletes them: a page, a queryset's
     delete in a shell): their deletion recorded (`_record_users_deleted`), unless the page
-    deleting them recorded it with the others it deletes (`users_deleting`). A queryset's
-    delete (``origin``, `User.objects.filter(…).delete()`) records all its users at the first's
-    pre_delete (`_QuerysetDeleting`): a constant number of queries, where each user's own cost
-    a dozen."""
+    deleting them recorded it with the others it deletes (`users_deleting`)."""
     changing = _changing.get()
     if changing is not None:
         if user.pk in changing.deleted:
             return
         changing.changed.pop(user.pk, None)  # the deletion says what they were
-    actor, why = _origin()
-    batch = _QuerysetDeleting.of(origin, user)
-    if batch is not None:
-        if batch.recorded is None:
-            users = list(type(user)._base_manager.select_for_update(of=("self",))
-                         .filter(pk__in=origin.order_by().values("pk"))
-                         .exclude(pk__in=list(changing.deleted if changing is not None else ()))
-                         .prefetch_related("groups", Prefetch("user_permissions",
-                                                              queryset=Permission.objects.select_related("content_type")))
-                         .order_by("pk"))
-            for each in users if changing is not None else ():
-                changing.changed.pop(each.pk, None)
-            batch.recorded = _record_users_deleted(users, actor, why)
-        batch.seen.add(user.pk)
-        if user.pk in batch.recorded:
-            return
-    _record_users_deleted([user], actor, why)
-
-
-class _QuerysetDeleting:
-    """A queryset's delete of users under way: the events recorded for each user of the
-    queryset as read at the first one's pre_delete, and the users whose pre_delete came since.
-    Django deletes the users it read before (its collector's), which a user made to match the
-    queryset in between is not one of: `user_gone`, at the first post_delete (every pre_delete has
-    come by then, in the deletion's transaction), removes the events of a user that had none."""
-
-    def __init__(self) -> None:
-        self.recorded: dict[Any, list[int]] | None = None
-        self.seen: set[Any] = set()
-
-    @classmethod
-    def of(cls, origin: Any, user: Any) -> _QuerysetDeleting | None:
-        if not isinstance(origin, models.QuerySet) or origin.model is not type(user):
-            return None
-        batch: _QuerysetDeleting | None = origin.__dict__.get("_qm_deleting")
-        if batch is None or user.pk in batch.seen:  # a pre_delete seen already: the queryset deleted again
-            batch = origin.__dict__["_qm_deleting"] = cls()
-        return batch
-
-
-def user_gone(origin: Any) -> None:
-    """After a queryset's delete of users (post_delete): see `_QuerysetDeleting`."""
-    batch = origin.__dict__.pop("_qm_deleting", None) if isinstance(origin, models.QuerySet) else None
-    if batch is not None and batch.recorded:
-        Event.objects.filter(pk__in=[pk for user, pks in batch.recorded.items() if user not in batch.seen
-                                     for pk in pks]).delete()
+    actor, origin = _origin()
+    _record_users_deleted([user], actor, origin)
 
 
 def users_deleting(pks: Sequence[Any]) -> list[Any]:
@@ -404,17 +357,16 @@ def users_deleting(pks: Sequence[Any]) -> list[Any]:
     return users
 
 
-def _record_users_deleted(users: Sequence[Any], actor: str,
-                          origin: CommandLine | UnnamedProcess | None) -> dict[Any, list[int]]:
+def _record_users_deleted(users: Sequence[Any], actor: str, origin: CommandLine | UnnamedProcess | None) -> None:
     """Before ``users`` are deleted: for each, one `UserDeleted` event, one per membership, hook
     and API token that goes with them (CASCADE), one `job.updated` per job they submitted or
     hold and one `MaintenanceWindowChanged` per maintenance window they created or cancelled,
     which stay without them (SET_NULL). Each kind of record is read once for all the users
     (services/maintenance.py, notifications.py, api_tokens.py), and the events are written in
     one insert per 2,000, each user's together, their `UserDeleted` first, as their own
-    deletion writes them. Returns each user's events' ids, by user pk."""
+    deletion writes them."""
     if not users:
-        return {}
+        return
     _access_removal.set(None)  # a set()'s add completes its removal's events only right after it
     why, data = (origin.said, origin.data) if origin else ("", None)
     pks = [user.pk for user in users]
@@ -434,7 +386,6 @@ def _record_users_deleted(users: Sequence[Any], actor: str,
         for pk, more in losing.items():
             events[pk].extend(more)
     Event.objects.bulk_create([event for user in users for event in events[user.pk]], batch_size=2000)
-    return {pk: [event.pk for event in written] for pk, written in events.items()}
 
 
 def password_saved(user: Any, before: str | None) -> Event | None:
