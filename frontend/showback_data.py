@@ -13,6 +13,7 @@ from django.db.models import DateTimeField, F, Sum, Value
 from controlplane.models import GroupRollup, UsageRollup
 from controlplane.services import accounting, showback, utilization_series
 from controlplane.services.access import Access
+from controlplane.services.showback_names import project_key
 
 GROUPINGS = (("team", "team"), ("project", "project"), ("priority_class", "priority class"))
 WINDOW_CHOICES = (("today", "today"), ("yesterday", "yesterday"), ("24h", "last 24 hours"), ("7d", "last 7 days"),
@@ -51,7 +52,10 @@ def cost_series(report: showback.Showback, group_by: str, access: Access,
     costs: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
 
     def add(at: datetime, row: dict[str, Any]) -> None:
-        name = "/".join(str(row[n] or showback.UNALLOCATED) for n in names)
+        # The report's own key (`showback_names.project_key`): by project the pair, escaped, so
+        # team a/b's project c and team a's project b/c are two series, not one of both costs.
+        name = (project_key(row["team__name"] or "", row["project__name"]) if group_by == "project"
+                else str(row[names[0]] or showback.UNALLOCATED))
         if group_by == "project" and row["project_id"] is not None and row["project__name"] == showback.UNALLOCATED:
             name = f"{name} (project {row['project_id']})"  # its key in the JSON (`showback.data_key`)
         costs[name][at] += float(row["cost"] or Decimal(0))

@@ -54,7 +54,7 @@ from controlplane.services.accounting import (
 )
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
-from controlplane.services.showback_names import IDLE, TOTAL, UNALLOCATED
+from controlplane.services.showback_names import IDLE, TOTAL, UNALLOCATED, project_key
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
 GROUP_BY = ("team", "project", "job", "priority_class")
@@ -669,7 +669,8 @@ def _name_entries(group_by: str, entries: list[ShowbackEntry]) -> None:
         for e in entries:
             team = teams.get(e.properties["team_id"], "")
             project = projects.get(e.properties["project_id"], UNALLOCATED)
-            e.name = f"{team}/{project}"
+            # Keyed by the pair, escaped: "a/b" + "c" and "a" + "b/c" were both `a/b/c`.
+            e.name = project_key(team, None if e.properties["project_id"] is None else project)
             e.properties = {"team_id": e.properties["team_id"], "team": team,
                             "project_id": e.properties["project_id"], "project": project}
     elif group_by == "priority_class":

@@ -36,3 +36,22 @@ def reserved_name_problem(name: str, kind: str) -> str | None:
     return (f"'{name}' is a name the showback gives its own rows ({row}): a {kind} of that name would read as "
             "that row in the CSV, the API's JSON and the page, and its figures would not add up there. "
             "Choose another name")
+
+
+
+def project_key(team: str, project: str | None) -> str:
+    """A row's key and name in the project report: `team/project` (`language/eval`), and
+    `team/__unallocated__` for a team's jobs that named no project (`project` None).
+
+    Each name is written as a URL path segment writes it, `%` as `%25` and `/` as `%2F`, so the
+    one "/" between them is the only one and a key names one (team, project) pair: team `a/b`'s
+    project `c` is `a%2Fb/c`, team `a`'s project `b/c` is `a/b%2Fc`. Names the product accepts
+    (slugs) have neither character, so their keys read as they always did; only a name written
+    around the validation (a shell, a data import, SQL) can. Until 7 Dec the two were both
+    `a/b/c`: the JSON's `data`, keyed by it, dropped one row's cost, and the page's cost chart
+    added the two rows into one series."""
+    return f"{_key_part(team)}/{UNALLOCATED if project is None else _key_part(project)}"
+
+
+def _key_part(name: str) -> str:
+    return name.replace("%", "%25").replace("/", "%2F")
