@@ -176,7 +176,7 @@ class QuartermasterCollector(Collector):
         for key, n in ((cursor.event_counts if cursor else None) or {}).items():
             if key == accounting.LOST_GPU_SECONDS_KEY:
                 continue
-            kind, team, priority_class, reason = (key.split("|") + ["", "", "", ""])[:4]
+            kind, team, priority_class, reason = accounting.event_count_labels(key)
             if kind == EventKind.JOB_BOUND:
                 merged[("admitted",)][(team, priority_class)] += n
             elif kind == EventKind.JOB_FINISHED:

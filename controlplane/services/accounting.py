@@ -33,6 +33,7 @@ its runs cost).
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -1395,6 +1396,29 @@ def _fold_cycle_durations(cursor: AccountingCursor) -> None:
 LOST_GPU_SECONDS_KEY = "lost_gpu_seconds"
 
 
+#: How a part of an event-count key writes the separator and the escape itself.
+_COUNT_KEY_ESCAPES = {"%": "%25", "|": "%7C"}
+_COUNT_KEY_ESCAPED = re.compile("%25|%7C")
+
+
+def event_count_key(kind: str, team: str, priority_class: str, reason: str) -> str:
+    """The key `AccountingCursor.event_counts` counts a kind of job event under, per team,
+    priority class and reason: the four joined with `|`, each writing `%` as `%25` and `|` as
+    `%7C`, so a key names one of each (`event_count_labels` reads it back). Slug names and reason
+    codes have neither character, so their keys are the plain join they always were. Until 7 Dec
+    the plain join of any names: team `a|b` in class `c` and team `a` in class `b|c` (names
+    written around the validation) shared one key, read back as team `a`, class `b`."""
+    return "|".join("".join(_COUNT_KEY_ESCAPES.get(c, c) for c in part) for part in (kind, team, priority_class, reason))
+
+
+def event_count_labels(key: str) -> tuple[str, str, str, str]:
+    """An `event_count_key`'s kind, team, priority class and reason ("" for a part it lacks)."""
+    unescape = {v: k for k, v in _COUNT_KEY_ESCAPES.items()}
+    parts = [_COUNT_KEY_ESCAPED.sub(lambda m: unescape[m[0]], part) for part in key.split("|")]
+    kind, team, priority_class, reason = (parts + ["", "", "", ""])[:4]
+    return kind, team, priority_class, reason
+
+
 def _fold_event_counts(cursor: AccountingCursor, top_event: int) -> None:
     """New job events → counts by kind, team, priority class and reason, and the GPU-seconds the
     evictions threw away, for /metrics."""
@@ -1406,7 +1430,7 @@ def _fold_event_counts(cursor: AccountingCursor, top_event: int) -> None:
     )
     counts = dict(cursor.event_counts or {})
     for r in rows:
-        key = "|".join([r["kind"], r["team__name"] or "", r["job__priority_class__name"] or "", r["reason"] or ""])
+        key = event_count_key(r["kind"], r["team__name"] or "", r["job__priority_class__name"] or "", r["reason"] or "")
         counts[key] = counts.get(key, 0) + r["n"]
     lost = new.filter(kind__in=_REQUEUE_KINDS).aggregate(
         s=Sum(Cast(KeyTextTransform("lost_gpu_seconds", "data"), FloatField()))
