@@ -258,8 +258,10 @@ class _Explainer:
         the quota and the GPUs: it is worded once per type, as a job of that type alone
         would be, and :meth:`place` keeps the type with the earliest start (ties: the type it
         prefers; with no start known, the type of its remedy). The sentence of a type other
-        than the remedy's says so. (Before, only the first type was estimated: a job whose
-        a100 quota had room at once was told the start of its h100 quota.)"""
+        than the remedy's says so, and that type's remedy leads its ``would_start_if``, the
+        cheapest way after it: until 7 Dec 2026 "It would start first on its a100 GPUs." came
+        with "team ml frees 4 h100 GPUs" alone. (Before, only the first type was estimated: a
+        job whose a100 quota had room at once was told the start of its h100 quota.)"""
         # Jobs of a team and a gang shape over the same quotas get equal outcomes (each its
         # own object): worded once. (The words depend on the team, not on the rest of the job.)
         key = (spec.team, id(outcome.demand), outcome.eta, outcome.message,
@@ -270,11 +272,15 @@ class _Explainer:
             return found
         remedy = outcome.quota_type
         alternatives = []
-        for gpu_type, classes in outcome.type_options:
-            note = "" if gpu_type == remedy else f" It would start first on its {gpu_type} GPUs."
+        for gpu_type, classes, own_remedy in outcome.type_options:
+            note, would = "", outcome.would_start_if
+            if gpu_type != remedy:
+                # what it waits for there leads its remedy, then the cheapest way
+                note = f" It would start first on its {gpu_type} GPUs."
+                would = f"{own_remedy}, or {would}"
             alternatives.append(self.word(spec, outcome._replace(
-                message=outcome.message + note, quota_type=gpu_type, classes=classes,
-                type_options=())))
+                message=outcome.message + note, would_start_if=would, quota_type=gpu_type,
+                classes=classes, type_options=())))
         fallback = next((w for w in alternatives if w.charged == remedy), alternatives[0])
         found = self.typed[key] = fallback._replace(alternatives=tuple(alternatives))
         return found

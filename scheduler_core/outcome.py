@@ -26,10 +26,12 @@ class Outcome(NamedTuple):
     classes: tuple[int, ...] = ()
     needs_whole_node: bool = False
     quota_type: str | None = None
-    type_options: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    type_options: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     """For a job over its quota on several GPU types: each type it accepts with its node
-    classes, in its order of preference. Phase 7 estimates each and keeps the earliest;
-    ``quota_type`` is the type of its remedy (the fewest GPUs to free or lend)."""
+    classes and its quota's remedy, in its order of preference. Phase 7 estimates each and
+    keeps the earliest; ``quota_type`` is the type of the cheapest remedy (the fewest GPUs to
+    free or lend), ``would_start_if`` that remedy. The earliest type's remedy leads the job's
+    ``would_start_if`` when it is another type's."""
     type_classes: tuple[tuple[int, ...], ...] = ()
     """For a job that only maintenance keeps waiting and that accepts several GPU types: each
     type's capable classes (a gang runs on one type). Phase 7 looks on each for GPUs that free

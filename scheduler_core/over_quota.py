@@ -180,6 +180,8 @@ def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, .
         classes=ctx.placer.union(words.option.member_classes),
         needs_whole_node=needs_whole,
         quota_type=words.option.gpu_type,
-        type_options=tuple((o.gpu_type, ctx.placer.union(o.member_classes)) for o in typed
-                           if o.gpu_type is not None) if words.lead else (),
+        type_options=tuple(
+            (o.gpu_type, ctx.placer.union(o.member_classes),
+             quota_remedy(spec.team, o.gpu_type, quota_for(ctx, spec, o, demand.gpus), demand.gpus))
+            for o in typed if o.gpu_type is not None) if words.lead else (),
     )

@@ -6,6 +6,7 @@ and the ETA was that type's."""
 
 from __future__ import annotations
 
+import pytest
 from engine_builders import make_cluster, make_job, make_running, why
 from test_engine_explain_eta import evolve
 
@@ -14,9 +15,9 @@ from scheduler_core import NodeState, ReasonCode, SchedulerConfig
 NO_BACKFILL = SchedulerConfig(backfill=False)
 
 
-def over_quota_on_both_types(a100_ends: float = 1000.0, h100_ends: float = 5000.0):
+def over_quota_on_both_types(a100_ends: float = 1000.0, h100_ends: float | None = 5000.0):
     """Team ml: a100 quota 8, all 8 held by a (until ``a100_ends``); h100 quota 8, 4 held by
-    h (until ``h100_ends``). j asks for 8 GPUs of a100 or h100: the h100 quota lacks 4, the
+    h (until ``h100_ends``; ``None``: h declares no runtime limit). j asks for 8 GPUs of a100 or h100: the h100 quota lacks 4, the
     a100 quota 8."""
     return (
         make_cluster().nodes(1, prefix="a").nodes(1, gpu_type="h100", prefix="h").at(0)
@@ -37,28 +38,39 @@ def test_a_job_over_quota_on_both_types_it_accepts_names_each_with_its_numbers()
         "to borrow from); this job needs 8.")
 
 
-def test_the_remedy_of_a_job_over_quota_on_several_types_is_the_type_lacking_the_fewest():
-    j = why(over_quota_on_both_types().plan(NO_BACKFILL), "j")
-    assert j.would_start_if == "team ml frees 4 h100 GPUs"
+# fleet -> its ETA, the GPU type its sentence says it would start on first (None: it names
+# none; its remedy's type is where it starts), its would-start-if, and when it started as the
+# runtime limits said
+ONE_STORY = {
+    "a100-frees-first-h100-lacks-fewer": (
+        lambda: over_quota_on_both_types(a100_ends=1000.0, h100_ends=5000.0),
+        (1000.0, "a100", "team ml frees 8 a100 GPUs, or team ml frees 4 h100 GPUs", 1000.0)),
+    "h100-lacks-fewer-and-frees-first": (
+        lambda: over_quota_on_both_types(a100_ends=9000.0, h100_ends=2000.0),
+        (2000.0, None, "team ml frees 4 h100 GPUs", 2000.0)),
+    "h100-never-frees-by-runtime-limits": (
+        lambda: over_quota_on_both_types(a100_ends=1000.0, h100_ends=None),
+        (1000.0, "a100", "team ml frees 8 a100 GPUs, or team ml frees 4 h100 GPUs", 1000.0)),
+}
 
 
-def test_a_job_over_quota_on_several_types_starts_on_the_type_that_frees_first():
-    # the a100 quota (8 short) is back at t=1000, the h100 one (4 short) at t=5000: its start
-    # is t=1000, on a100, although the remedy names h100
-    first, starts = evolve(over_quota_on_both_types().snapshot(), NO_BACKFILL)
+@pytest.mark.parametrize("case", sorted(ONE_STORY))
+def test_a_job_over_quota_on_several_types_tells_one_story_of_where_when_and_what_starts_it(case):
+    # Its sentence, ETA and would-start-if name the same type: the one it starts on first,
+    # whose remedy leads, then the cheapest way when that is another type's. Before, its
+    # sentence said "It would start first on its a100 GPUs." while its would-start-if named
+    # the h100 quota alone.
+    build, (eta, first_on, would, started) = ONE_STORY[case]
+    first, starts = evolve(build().snapshot(), NO_BACKFILL)
     j = why(first, "j")
-    assert j.eta == 1000.0
-    assert "It would start first on its a100 GPUs. Estimated start t=1000" in j.message
-    assert starts == {"j": 1000.0}
-
-
-def test_a_job_over_quota_on_several_types_whose_remedy_type_frees_first_says_no_more():
-    first, starts = evolve(over_quota_on_both_types(a100_ends=9000.0, h100_ends=2000.0)
-                           .snapshot(), NO_BACKFILL)
-    j = why(first, "j")
-    assert j.eta == 2000.0
-    assert "It would start first" not in j.message
-    assert starts == {"j": 2000.0}
+    assert j.code is ReasonCode.QUOTA_EXCEEDED
+    assert (j.eta, j.would_start_if) == (eta, would)
+    assert starts == {"j": started}
+    if first_on is None:
+        assert "It would start first" not in j.message
+    else:
+        assert f"It would start first on its {first_on} GPUs. Estimated start t={eta:.0f}" in j.message
+    assert f"t={eta:.0f}" in j.message
 
 
 def test_a_job_of_any_type_over_quota_on_each_lists_every_type():

@@ -144,7 +144,15 @@ Two independent proofs:
   2026-12-06: old and new plans from a ``git worktree`` of 8ac6142 in one script: binds,
   preemptions, resizes, reservations, kills, growth notes and fleet figures identical, and
   every explanation's code, ETA, position and "would start if"; only sentences of that kind
-  changed (103, 26, 62 of seeds 1, 3, 7 at 1,000 GPUs; 167 at 2,000; 942 at 10,000)::
+  changed (103, 26, 62 of seeds 1, 3, 7 at 1,000 GPUs; 167 at 2,000; 942 at 10,000); and a
+  job over its quota on several GPU types whose sentence says "It would start first on its …
+  GPUs." told that type's remedy first in its "would start if" (then the cheapest way, as
+  before), 2026-12-07: old and new plans from a ``git worktree`` of 1d5664be in one script,
+  compared field by field: binds, preemptions, resizes, reservations, kills, growth notes,
+  fleet figures and every explanation's code, reason, sentence, position and ETA identical;
+  only "would start if" of exactly the jobs whose sentence names a type to start on first (72,
+  15, 74 of seeds 1, 3, 7 at 1,000 GPUs; 108 at 2,000; 491 at 10,000), each new one "<that
+  type's remedy>, or <the old one>"::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -174,11 +182,11 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "45b8b1c5bfa546487f96d1f321974d16bb6eb963a20688ae8989e87f43a30ce4",
-    (1000, 500, 200, 1): "39cf927bc6b330586dfc17a2c147528ea9f00434cb2f8872ca83e7701c00d913",
-    (1000, 500, 200, 3): "79f87a0a6602440b2d2a0b634448653505929599bd2e8ea5e03a09716ec3bba9",
-    (2000, 1000, 400, 4): "ae6275fe02b3b731cf97c9ca66831fc31ca63d519eb0e12358bb78f166dbe9d7",
-    (10000, 5000, 2000, 7): "774b6d8c779b4e98a9eb99f3a126cb2ed85f67f5c7628b875eb7178b54e27bbe",
+    (1000, 500, 200, 7): "ef98f6c61c5206d91ac298ca7971334052517c9fa8391501c65aa4e411bd31a7",
+    (1000, 500, 200, 1): "523392fdc19a29ddf6d9b1d98a159cd768e89280cd182ef724c8bb78dea12d64",
+    (1000, 500, 200, 3): "8b54d1a6597701c06d74cac861439ec69f3c0a0e94354655b04d9944aaee3dd2",
+    (2000, 1000, 400, 4): "a49354b425d908fc63330557aa627440beec13acf2c2959476b6280e71d1ee01",
+    (10000, 5000, 2000, 7): "7a7eab883aeae3c0ee78a0d86bbde6ecfe44ee4db4a39bba19d5a600499c447e",
 }
 
 

@@ -94,7 +94,14 @@
   5)." -> "(largest free block: 5); its gang needs 4 such nodes.") and "would start if" ("a
   node with 8 free … GPUs becomes available" -> "4 nodes with 8 free … GPUs become
   available"), 3, 0, 10, 0 and 89 jobs in the order of GOLDEN, each old sentence with that
-  substitution equal to the new; by::
+  substitution equal to the new; and a job over its quota on several GPU types whose sentence
+  says "It would start first on its … GPUs." told that type's remedy first in its "would start
+  if" (then the cheapest way, as before), 2026-12-07: old and new plans from a ``git
+  worktree`` of 1d5664be in one script, compared field by field: binds, preemptions, resizes,
+  reservations, kills, growth notes, fleet figures and every explanation's code, reason,
+  sentence, position and ETA identical; only "would start if" of 70, 15, 96, 0 and 417 jobs
+  in the order of GOLDEN, each exactly the jobs whose sentence names a type to start on first,
+  each new one "<that type's remedy>, or <the old one>"; by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -135,11 +142,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "3904c06ae4128948421d47271067fe0da0c373ff4e28bfc9ced7774cb9801fc1",
-    (1000, 500, 200, 3, "loop"): "fec2d739f83101250a5f9871d457ca74d9752a4d38089d8efdab3952a1576691",
-    (2000, 1000, 400, 4, "default"): "0abd8c7835722264f3b5a7b070ded324e9f2d5ff6d35bce7ab25e303924a9d03",
+    (1000, 500, 200, 1, "default"): "12431d47bd95d467340bed61ec6f38559263caec8838af02a8f1b53f7032d42e",
+    (1000, 500, 200, 3, "loop"): "c3629b1fed470113e9dbe422dcffb915d497b318d48ec3a2c7454f04ab933088",
+    (2000, 1000, 400, 4, "default"): "09b60c1550f921b7c5988829ce0a66f4e26edfe072dd742baa82d326f1786b02",
     (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
-    (10000, 5000, 2000, 7, "loop"): "417d43185230cef86f6fb83818c7c66a9cddf195278d0a3f1d11add58db4dd84",
+    (10000, 5000, 2000, 7, "loop"): "4c9f27543e42eca53cbd8cc0e80a32f7e153681c8f1ed1736b3d39b1e9b048d5",
 }
 
 
