@@ -477,16 +477,19 @@ class _Explainer:
 
     def _place_earliest(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """:meth:`place` for a job over its quota on several GPU types: each type's start with
-        its quota terms (its team's jobs ahead on that type, the head's reservation on it),
-        the earliest kept; only that type's GPUs then count as held for the jobs behind it.
+        its quota terms (its team's jobs ahead on that type, the head's reservation on it) and
+        clear of the maintenance windows on that type's nodes, the earliest kept; only that
+        type's GPUs then count as held for the jobs behind it.
         (A job over quota adds no work to the drain lines, so the types' terms are
         independent.)"""
         head_quota = self.head_quota
-        best: tuple[_Worded, float, str] | None = None
+        # (the type, its start and sentence, and the same clear of the maintenance windows,
+        # which the earliest is chosen by)
+        best: tuple[_Worded, float, str, float, str] | None = None
         for alt in w.alternatives:
-            # the quota terms only ever start a job later than its type's own estimate (or
-            # make it unknown): a type whose estimate is no earlier cannot win
-            if alt.base is None or best is not None and alt.base >= best[1]:
+            # the quota terms and the windows only ever start a job later than its type's own
+            # estimate (or make it unknown): a type whose estimate is no earlier cannot win
+            if alt.base is None or best is not None and alt.base >= best[3]:
                 continue
             eta: float | None = alt.base
             message, estimated = alt.text, alt.estimated
@@ -498,22 +501,40 @@ class _Explainer:
                     and not _ends_by_head_from(spec, eta, head_quota):
                 eta, message, estimated = self._behind_head(alt, eta, message, estimated,
                                                             head_quota)
-            if eta is not None and estimated:
+            if eta is None:
+                continue
+            if estimated:
                 message = _estimated_sentence(alt, eta)
-            if eta is not None and (best is None or eta < best[1]):
-                best = (alt, eta, message)
+            # a type whose GPUs free first, but on nodes a maintenance window takes during
+            # its run, may start later than another: until 7 Dec 2026 the earliest was chosen
+            # before the windows, and a job told t=20000 on a100 started at t=5000 on h100
+            clear, clear_message = (self._clear_of_windows(spec, alt, eta, message)
+                                    if self.windows else (eta, message))
+            if best is None or clear < best[3]:
+                best = (alt, eta, message, clear, clear_message)
         if best is None:  # no start known on any type: the words of its remedy's type
             alt = w._replace(alternatives=())
             return self.place(spec, alt, position)
-        alt, start, message = best
+        alt, start, message, clear, clear_message = best
+        if alt.quota_at is None and alt.preset == start and alt.charged != w.charged:
+            # it starts by preemption (its sentence says when), which every type is told: no
+            # type's quota starts it first, and the words of its remedy's type name none.
+            # (Until 7 Dec 2026 the type it prefers said "It would start first on its a100
+            # GPUs." of a job that preempted its team's h100 job.)
+            alt = w._replace(alternatives=())
+            message = alt.text
+            clear, clear_message = (self._clear_of_windows(spec, alt, start, message)
+                                    if self.windows else (start, message))
         eta = start
         would = alt.would
         in_array = spec.array_task_limit is not None and self._waits_for_slot(spec)
         if in_array:
             eta, message, would = self._array_slot(spec, alt, eta, message, would,
                                                    spec.id not in self.promised)
-        if eta is not None and self.windows:
-            eta, message = self._clear_of_windows(spec, alt, eta, message)
+            if eta is not None and self.windows:
+                eta, message = self._clear_of_windows(spec, alt, eta, message)
+        else:
+            eta, message = clear, clear_message
         if in_array:
             self.ctx.arrays.take(spec, eta)
         if alt.charged is not None and (head_quota is None or spec.id != head_quota[4]):

@@ -38,6 +38,23 @@ def test_a_job_over_quota_on_both_types_it_accepts_names_each_with_its_numbers()
         "to borrow from); this job needs 8.")
 
 
+def over_quota_beside_a_protected_h100_job():
+    """Team ml: a100 quota 8, all held by a (high priority, until t=9000); h100 quota 10, 8
+    held by v (low priority, started at t=600, protected for its first hour). At t=1000 j
+    (high, 8 GPUs of a100 or h100) lacks 8 of a100 and 6 of h100, and may preempt v at t=4200,
+    stopped by t=4230."""
+    return (
+        make_cluster().nodes(1, prefix="a").nodes(1, gpu_type="h100", prefix="h").at(1000)
+        .quota("ml", "a100", 8).quota("ml", "h100", 10)
+        .priority("low", 10, grace_period_s=30, min_runtime_s=3600)
+        .running(make_running(make_job("a").priority("high").gpus(8).types("a100").limit(9000))
+                 .whole("a0").started(0),
+                 make_running(make_job("v").priority("low").gpus(8).types("h100").limit(20000))
+                 .whole("h0").started(600))
+        .pending(make_job("j").priority("high").gpus(8).types("a100", "h100").limit(3600))
+    )
+
+
 # fleet -> its ETA, the GPU type its sentence says it would start on first (None: it names
 # none; its remedy's type is where it starts), its would-start-if, and when it started as the
 # runtime limits said
@@ -48,9 +65,16 @@ ONE_STORY = {
     "h100-lacks-fewer-and-frees-first": (
         lambda: over_quota_on_both_types(a100_ends=9000.0, h100_ends=2000.0),
         (2000.0, None, "team ml frees 4 h100 GPUs", 2000.0)),
+    "a100-frees-first-but-its-node-goes-into-maintenance": (
+        lambda: over_quota_on_both_types(a100_ends=1000.0, h100_ends=5000.0)
+        .maintenance("w", "a0", start=2000, end=20000),
+        (5000.0, None, "team ml frees 4 h100 GPUs", 5000.0)),
     "h100-never-frees-by-runtime-limits": (
         lambda: over_quota_on_both_types(a100_ends=1000.0, h100_ends=None),
         (1000.0, "a100", "team ml frees 8 a100 GPUs, or team ml frees 4 h100 GPUs", 1000.0)),
+    "preempting-its-teams-h100-job-first": (
+        over_quota_beside_a_protected_h100_job,
+        (4230.0, None, "team ml frees 6 h100 GPUs", 4230.0)),
 }
 
 
@@ -59,9 +83,11 @@ def test_a_job_over_quota_on_several_types_tells_one_story_of_where_when_and_wha
     # Its sentence, ETA and would-start-if name the same type: the one it starts on first,
     # whose remedy leads, then the cheapest way when that is another type's. Before, its
     # sentence said "It would start first on its a100 GPUs." while its would-start-if named
-    # the h100 quota alone.
+    # the h100 quota alone; a maintenance window on the earliest type's node moved its ETA to
+    # t=20000 on a100, though it started on h100 at t=5000; and a job that would preempt its
+    # team's h100 job first was told it would start first on its a100 GPUs.
     build, (eta, first_on, would, started) = ONE_STORY[case]
-    first, starts = evolve(build().snapshot(), NO_BACKFILL)
+    first, starts = evolve(build().snapshot(), NO_BACKFILL, also_at=(4200.0,))
     j = why(first, "j")
     assert j.code is ReasonCode.QUOTA_EXCEEDED
     assert (j.eta, j.would_start_if) == (eta, would)
