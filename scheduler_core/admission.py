@@ -119,6 +119,11 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
     total = sum(ctx.state.classes[c].gpus * _class_nodes(ctx, c) for c in union)
     if total < demand.gpus:
         return f"needs {counted(demand.gpus, 'capable GPU')}; the whole fleet has {total}"
+    if demand.distinct_nodes and len(demand.members) > 1:
+        nodes = sum(_class_nodes(ctx, c) for c in union)
+        if nodes < len(demand.members):
+            return (f"needs {distinct_nodes_words(demand)}; the fleet has "
+                    f"{counted(nodes, 'capable node')}")
     short = _members_without_room(ctx, demand, per_member)
     if short is not None:
         return short
@@ -150,14 +155,28 @@ def _members_without_room(ctx: CycleContext, demand: Demand,
     for member, count in copies.items():
         if count == 1:
             continue
-        room = sum(member.copies_per_node(k.gpus, k.cpus, k.memory_gb) * _class_nodes(ctx, c)
-                   for c in classes[member] for k in (ctx.state.classes[c],))
+        # a gang on distinct nodes puts one member on a node however many it would hold
+        most = 1 if demand.distinct_nodes else count
+        room = sum(min(most, member.copies_per_node(k.gpus, k.cpus, k.memory_gb))
+                   * _class_nodes(ctx, c) for c in classes[member] for k in (ctx.state.classes[c],))
+        if count > room and demand.distinct_nodes:
+            return (f"needs {counted(count, 'distinct node')} with room for a member of "
+                    f"{counted(member.gpus, 'GPU')} each; the fleet has {counted(room, 'such node')}")
         if count > room:
             each = ", ".join(part for part in (
                 counted(member.gpus, "GPU"), f"{member.cpus} CPUs" if member.cpus else "",
                 f"{member.memory_gb} GB" if member.memory_gb else "") if part)
             return f"needs {count} members of {each} each at once; the capable nodes have room for {room}"
     return None
+
+
+def distinct_nodes_words(demand: Demand, free: str = "") -> str:
+    """"3 distinct nodes with 4 GPUs each" for a gang on distinct nodes (its smallest member
+    named when it is smaller: "... each (one with 2)")."""
+    smallest = demand.members[-1].gpus
+    rest = f" (one with {smallest})" if smallest != demand.largest_member else ""
+    return (f"{counted(len(demand.members), 'distinct node')} with "
+            f"{counted(demand.largest_member, free + 'GPU')} each{rest}")
 
 
 def _class_nodes(ctx: CycleContext, c: int) -> int:

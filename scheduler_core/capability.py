@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from scheduler_core.admission import distinct_nodes_words
 from scheduler_core.gang import Demand, Member, demand_for, minimum_gpus, node_size_for
 from scheduler_core.quota import QuotaLedger, never_under_quota_words
 from scheduler_core.sentences import counted
@@ -175,7 +176,8 @@ def never_runs(spec: JobSpec, nodes: Iterable[NodeInfo | NodeShape],
     3. Every member must fit on one capable node: GPUs, then CPUs, then memory.
     4. The whole gang's GPUs must not exceed the fleet's GPUs that its members accept, and the
        members of each shape must all fit at once; a ``same_node`` gang of several members
-       needs one node every member accepts with room for all of them.
+       needs one node every member accepts with room for all of them; a gang on distinct nodes
+       needs a capable node per member.
     5. A same-leaf or same-spine gang must fit within one switch's capable nodes.
     6. A gang does not mix device types: steps 3 to 5 must pass on the nodes of one type.
 
@@ -307,6 +309,19 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
             _size_field(spec),
             f"asks {counted(demand.gpus, 'GPU')}; the fleet can never give more than {counted(total_capable, f'{kinds} GPU')}",
         )
+    if demand.distinct_nodes and len(demand.members) > 1:
+        # one capable node per member, and one that holds a largest member for each of those
+        largest = demand.members[0]
+        nodes = sum(s.count for s in capable if any(_fits(m, s) for m in distinct))
+        roomy = sum(s.count for s in capable if _fits(largest, s))
+        wide = sum(1 for m in demand.members if m == largest)
+        if nodes < len(demand.members) or roomy < wide:
+            has = (counted(nodes, "capable node") if nodes < len(demand.members)
+                   else f"{counted(roomy, 'node')} with room for a member of {counted(largest.gpus, 'GPU')}")
+            return Infeasible(
+                "members_on_distinct_nodes",
+                f"asks {distinct_nodes_words(demand)}, its members on distinct nodes; the fleet has {has}",
+            )
     for member in distinct:
         copies = sum(1 for m in demand.members if m == member)
         if copies == 1:

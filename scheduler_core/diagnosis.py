@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler_core.admission import distinct_nodes_words
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES, run_end
@@ -136,6 +137,19 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
                                 if m.gpus == largest_member for c in cls}))
     block = state.largest_free_block(big_classes)
     bigs = loners(state, demand, member_classes)
+    if demand.distinct_nodes and len(demand.members) > 1:
+        # every member on a node of its own: count the nodes with room for each, by GPUs
+        roomy = state.nodes_with_free(big_classes, largest_member)
+        smallest = demand.members[-1].gpus
+        short = max(bigs - roomy, len(demand.members) - state.nodes_with_free(union, smallest))
+        if short > 0:
+            return out(
+                ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+                f"{counted(free, f'{kind} GPU')} free, but its members go on distinct nodes: it "
+                f"needs {distinct_nodes_words(demand, 'free ')}, and only {counted(roomy, 'node')} "
+                f"{verb(roomy, 'has', 'have')} {largest_member} free.",
+                f"{counted(short, 'more node')} with {counted(largest_member, f'free {kind} GPU')}",
+            )
     if block < largest_member:
         return out(ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
                    *no_block(demand, free, kind, block, bigs))

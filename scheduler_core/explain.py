@@ -134,9 +134,9 @@ class _Explainer:
         self.ctx = ctx
         self.timeline: ReleaseTimeline | None = None
         # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how
-        # many members are that large, the classes and the topology: requests that differ in
+        # many members are that large, the classes, the topology and distinct nodes: requests that differ in
         # CPUs or memory per GPU share one estimate. The flag: does the capacity suffice already?
-        self.etas: dict[tuple[int, int, int, tuple[int, ...], TopologyConstraint],
+        self.etas: dict[tuple[int, int, int, tuple[int, ...], TopologyConstraint, bool],
                         tuple[float | None, bool]] = {}
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
@@ -287,7 +287,8 @@ class _Explainer:
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
         largest = d.largest_member
-        key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest), classes, d.topology)
+        key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest), classes, d.topology,
+               d.distinct_nodes)
         found = self.etas.get(key)
         if found is None:
             timeline = self._timeline()

@@ -45,17 +45,19 @@ class Member(NamedTuple):
 
 
 class Demand(NamedTuple):
-    """A gang: members sorted largest first (then by role), plus its topology constraint.
-    Build it with :meth:`of`, which also fills the totals. A named tuple, like
-    :class:`Member`."""
+    """A gang: members sorted largest first (then by role), plus its topology constraint and
+    whether its members must each be on a node of their own (``distinct_nodes``). Build it
+    with :meth:`of`, which also fills the totals. A named tuple, like :class:`Member`."""
 
     members: tuple[Member, ...]
     topology: TopologyConstraint
     gpus: int
     largest_member: int
+    distinct_nodes: bool = False
 
     @classmethod
-    def of(cls, members: tuple[Member, ...], topology: TopologyConstraint) -> Demand:
+    def of(cls, members: tuple[Member, ...], topology: TopologyConstraint,
+           distinct_nodes: bool = False) -> Demand:
         ordered = tuple(sorted(
             members, key=lambda m: (-m.gpus, m.role, m.gpu_types, m.min_gpu_memory_gb)))
         return cls(
@@ -63,7 +65,14 @@ class Demand(NamedTuple):
             topology=topology,
             gpus=sum(m.gpus for m in ordered),
             largest_member=ordered[0].gpus if ordered else 0,
+            distinct_nodes=distinct_nodes,
         )
+
+    def own_node(self, member_gpus: int, widest: int) -> bool:
+        """Does a member of ``member_gpus`` GPUs need a node no other member of the gang is
+        on? Always for a gang on distinct nodes; otherwise when it takes more than half of
+        the widest node it may use (two such never fit on one)."""
+        return self.distinct_nodes or 2 * member_gpus > widest
 
 
 def _member(spec: JobSpec, role: str, gpus: int) -> Member:
@@ -144,7 +153,7 @@ def demand_for(spec: JobSpec, gpus: int, node_size: int) -> Demand:
         members.extend(_members(spec, _split(gpus, node_size)))
     else:
         members.append(_member(spec, "", gpus))
-    return Demand.of(tuple(members), spec.topology)
+    return Demand.of(tuple(members), spec.topology, spec.members_on_distinct_nodes)
 
 
 def with_resources_per_gpu(demand: Demand, cpus_per_gpu: int, memory_gb_per_gpu: int) -> Demand:
@@ -159,7 +168,8 @@ def with_resources_per_gpu(demand: Demand, cpus_per_gpu: int, memory_gb_per_gpu:
             scaled = made[m.gpus] = Member(m.role, m.gpus, m.gpu_types, m.min_gpu_memory_gb,
                                            cpus_per_gpu * m.gpus, memory_gb_per_gpu * m.gpus)
         members.append(scaled)
-    return Demand(tuple(members), demand.topology, demand.gpus, demand.largest_member)
+    return Demand(tuple(members), demand.topology, demand.gpus, demand.largest_member,
+                  demand.distinct_nodes)
 
 
 def replica_size(spec: JobSpec) -> int:

@@ -89,7 +89,7 @@ class JobShape(NamedTuple):
 def shape_key(spec: JobSpec) -> tuple[object, ...]:
     return (spec.gpus, spec.gpus_per_node, spec.gpu_types, spec.min_gpu_memory_gb,
             spec.cpus_per_gpu, spec.memory_gb_per_gpu, spec.topology, spec.min_gpus,
-            spec.max_gpus, spec.roles)
+            spec.max_gpus, spec.roles, spec.members_on_distinct_nodes)
 
 
 def shape_of(ctx: CycleContext, spec: JobSpec) -> JobShape:
@@ -103,7 +103,8 @@ def shape_of(ctx: CycleContext, spec: JobSpec) -> JobShape:
 def new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobShape:
     invalid = invalid_request(spec)
     if invalid is not None:
-        shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key,
+        shape = JobShape(invalid, (), 0, Demand.of((), spec.topology, spec.members_on_distinct_nodes),
+                         (), None, None, False, key,
                          len(ctx.shapes), -1)
         ctx.shapes[key] = shape
         return shape
@@ -168,7 +169,7 @@ def new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobS
     needs_whole = bool(options) and _needs_whole(ctx, smallest, options[0].member_classes)
     gang = -1
     if never is None and not_ready is None:
-        gang_key = (tuple(m.gpus for m in smallest.members), smallest.topology,
+        gang_key = (tuple(m.gpus for m in smallest.members), smallest.topology, smallest.distinct_nodes,
                     tuple((o.gpu_type, o.member_classes) for o in options), needs_whole,
                     elastic_note(spec))
         gang = ctx.gangs.setdefault(gang_key, len(ctx.gangs))
@@ -216,9 +217,10 @@ def _never(ctx: CycleContext, demand: Demand,
     if not all(per_member):
         # the sentence names the member nobody can host: not shared between gangs
         return never_runs(ctx, demand, list(per_member))
-    # otherwise the answer depends on the members' GPUs, CPUs and memory, the topology and
-    # the classes
-    key = (tuple([(m.gpus, m.cpus, m.memory_gb) for m in demand.members]), demand.topology, per_member)
+    # otherwise the answer depends on the members' GPUs, CPUs and memory, the topology,
+    # whether they must be on distinct nodes and the classes
+    key = (tuple([(m.gpus, m.cpus, m.memory_gb) for m in demand.members]), demand.topology,
+           demand.distinct_nodes, per_member)
     memo = ctx.never_memo
     if key in memo:
         return memo[key]

@@ -63,7 +63,8 @@ _SCOPES_SPREAD: dict[TopologyConstraint, tuple[int, ...]] = {
 def loners(state: ClusterState, demand: Demand,
            member_classes: Sequence[tuple[int, ...]]) -> int:
     """Members of the largest size that cannot share a node with another such member (more
-    than half of the widest capable node): each needs a node of its own."""
+    than half of the widest capable node, or any member of a gang on distinct nodes): each
+    needs a node of its own."""
     largest = demand.largest_member
     count = 0
     seen: tuple[int, ...] | None = None
@@ -72,7 +73,7 @@ def loners(state: ClusterState, demand: Demand,
         if m.gpus == largest:
             if cls is not seen:  # members of a gang usually share one classes tuple
                 seen, widest = cls, state.widest(cls)
-            if 2 * m.gpus > widest:
+            if demand.own_node(m.gpus, widest):
                 count += 1
     return count
 
@@ -225,7 +226,7 @@ class Placer:
     def _can_share(self, req: PlacementRequest) -> bool:
         """Could two members of this gang ever sit on one node?"""
         sizes = sorted(m.gpus for m in req.demand.members)
-        if len(sizes) < 2:
+        if len(sizes) < 2 or req.demand.distinct_nodes:
             return False
         widest = max(self.state.classes[c].gpus for cls in req.member_classes for c in cls)
         return sizes[0] + sizes[1] <= widest
@@ -282,7 +283,7 @@ class Placer:
             self.state.release(_PROBE)
 
     def _seeded(self, req: PlacementRequest) -> GangContext:
-        gang = GangContext()
+        gang = GangContext(own_nodes=set() if req.demand.distinct_nodes else None)
         for n in req.seed_nodes:
             gang.used_nodes[n] = gang.used_nodes.get(n, 0) + 1
             fd = failure_domain(self.state, n)
@@ -362,7 +363,7 @@ class Placer:
             while same < len(left) and left[same] == left[0]:
                 same += 1
             widest = self.state.widest(classes)
-            most = max(1, min(same, widest // max(1, first.gpus)))
+            most = 1 if gang.own_nodes is not None else max(1, min(same, widest // max(1, first.gpus)))
             for k in range(most, 0, -1):
                 bundle = first if k == 1 else Member(
                     first.role, first.gpus * k, first.gpu_types, first.min_gpu_memory_gb,
@@ -393,6 +394,8 @@ class Placer:
         node = grant.node
         state.take(_PROBE, grant)
         gang.used_nodes[node] = gang.used_nodes.get(node, 0) + 1
+        if gang.own_nodes is not None:
+            gang.own_nodes.add(node)
         fd = failure_domain(state, node)
         gang.domain_counts[fd] = gang.domain_counts.get(fd, 0) + 1
 
@@ -411,10 +414,12 @@ class Placer:
         """The best admissible node for ``member`` in the domain, as a grant (not taken)."""
         state = self.state
         chosen = -1
+        # members of a gang on distinct nodes never go where another member is
+        taken = gang.own_nodes
         if score.colocate_gang:
             for n in gang.used_nodes:
                 if self._in_domain(n, level, domain) and state.node_class[n] in classes \
-                        and self._admits(n, member):
+                        and self._admits(n, member) and (taken is None or n not in taken):
                     chosen = n
                     break
         if chosen < 0:
@@ -427,7 +432,7 @@ class Placer:
                     if buckets is None or free >= len(buckets):
                         continue
                     for n in buckets[free]:
-                        if not self._admits(n, member):
+                        if not self._admits(n, member) or (taken is not None and n in taken):
                             continue
                         s = score.score(state, n, member, gang)
                         if best_score is None or s > best_score:

@@ -241,7 +241,7 @@ class ReleaseTimeline:
         largest = demand.largest_member
         width = max(self.state.classes[c].gpus for c in classes)
         need_nodes = max(1, sum(1 for m in demand.members
-                                if m.gpus == largest and 2 * m.gpus > width))
+                                if m.gpus == largest and demand.own_node(m.gpus, width)))
         free_rows = [self.free[c] for c in classes]
         node_rows = [self.at_least(c, largest) for c in classes
                      if largest <= self.state.classes[c].gpus]
@@ -333,7 +333,7 @@ class ReleaseTimeline:
         state = self.state
         gpus, largest = demand.gpus, demand.largest_member
         width = max(state.classes[c].gpus for c in classes)
-        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and demand.own_node(m.gpus, width)))
         free_rows = [self.free[c] for c in classes]
         node_rows = [self.at_least(c, largest) for c in classes if largest <= state.classes[c].gpus]
 
@@ -364,7 +364,7 @@ class ReleaseTimeline:
         state = self.state
         largest = demand.largest_member
         width = max(state.classes[c].gpus for c in classes)
-        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and demand.own_node(m.gpus, width)))
         leaf = demand.topology is TopologyConstraint.SAME_LEAF
         capable = self._capable.get(classes)
         if capable is None:

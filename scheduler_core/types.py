@@ -200,6 +200,10 @@ class JobSpec:
     given), said in the explanation; it decides nothing. ``array_id``: the job array it is a
     task of ("" for none); ``array_task_limit``: how many tasks of that array may run at once
     (Slurm's ``--array=0-99%10``; ``None``: no limit), the same on every task of the array.
+    ``members_on_distinct_nodes``: no two members of the gang share a node (Slurm's
+    ``--ntasks-per-node=1``, a Kubernetes pod anti-affinity), for members that need a node's
+    NIC bandwidth or host memory to themselves; other jobs may still use the rest of a node.
+    Without it members are packed, so two may share a node with room for both.
     """
 
     id: str
@@ -230,6 +234,7 @@ class JobSpec:
     hold_reason: str = ""
     array_id: str = ""
     array_task_limit: int | None = None
+    members_on_distinct_nodes: bool = False
 
 
 class Queued(Protocol):

@@ -25,10 +25,15 @@ from scheduler_core.types import PreemptionReason, Queued, ReasonCode
 @dataclass(slots=True)
 class GangContext:
     """What a gang placement has taken so far: nodes (with member counts) and failure
-    domains (with member counts), so score plugins can co-locate or spread members."""
+    domains (with member counts), so score plugins can co-locate or spread members.
+    ``own_nodes``: for a gang whose members may not share a node, the nodes the members
+    placed so far took (no other member goes there); ``None`` for any other gang. (Not
+    ``used_nodes``: that also holds the nodes a growing job already runs on, which its
+    regrown gang may reuse.)"""
 
     used_nodes: dict[int, int] = field(default_factory=dict)
     domain_counts: dict[str, int] = field(default_factory=dict)
+    own_nodes: set[int] | None = None
 
 
 class QueueContext(NamedTuple):

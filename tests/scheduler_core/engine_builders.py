@@ -86,6 +86,9 @@ class JobBuilder:
     def topology(self, t: TopologyConstraint | str) -> JobBuilder:
         return self._set(topology=TopologyConstraint(t))
 
+    def distinct_nodes(self, on: bool = True) -> JobBuilder:
+        return self._set(members_on_distinct_nodes=on)
+
     def elastic(self, min_gpus: int, max_gpus: int) -> JobBuilder:
         return self._set(min_gpus=min_gpus, max_gpus=max_gpus)
 

@@ -4,7 +4,8 @@ a fence, resizes take effect with a new generation). After every cycle:
 
 * no GPU is held twice (binds and growth never touch a GPU anyone holds);
 * no gang is partly placed (a bind is the job's whole size, on capable ready nodes, within its
-  topology constraint; roles get every member);
+  topology constraint; roles get every member); a gang on distinct nodes has no two members
+  on one node, bound or grown;
 * quota plus borrowing is never exceeded by what the plan adds;
 * preemption victims are whole running jobs, never cascade, and are eligible;
 * generations are echoed, so they increase strictly with every resize;
@@ -89,6 +90,7 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
         per_node = per_node or 2
         min_gpus, max_gpus = per_node, per_node * draw(st.integers(2, 4))
         gpus = max_gpus
+    distinct = topology is not TopologyConstraint.SAME_NODE and draw(st.integers(0, 3)) == 0
     return JobSpec(
         id="",
         team=draw(st.sampled_from(TEAMS)),
@@ -108,6 +110,7 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
         runtime_limit_s=draw(st.sampled_from((None, 600.0, 3600.0, 7200.0))),
         roles=roles,
         restart_cost_s=draw(st.sampled_from((0.0, 120.0))),
+        members_on_distinct_nodes=distinct,
     )
 
 
@@ -193,6 +196,7 @@ class FleetMachine(RuleBasedStateMachine):
                 assert (resize.from_gpus, resize.to_gpus) == (len(old), len(new))
                 for gpu in new - old:
                     taken[gpu] += 1
+                self.check_distinct_nodes(running[resize.job_id].spec, resize.placements)
             else:
                 assert new < old, "a shrink only gives GPUs up"
         assert all(n == 1 for n in taken.values()), taken
@@ -253,6 +257,7 @@ class FleetMachine(RuleBasedStateMachine):
                 assert node.gpu_type in spec.gpu_types
             if not spec.roles:
                 assert MEMORY[node.gpu_type] >= spec.min_gpu_memory_gb
+        self.check_distinct_nodes(spec, placements)
         nodes = {p.node for p in placements}
         if spec.topology is TopologyConstraint.SAME_NODE:
             assert len(nodes) == 1
@@ -261,6 +266,20 @@ class FleetMachine(RuleBasedStateMachine):
         if not spec.roles:
             types = {self.by_name[n].gpu_type for n in nodes}
             assert len(types) == 1, "a gang does not mix GPU types"
+
+    @staticmethod
+    def check_distinct_nodes(spec: JobSpec, placements) -> None:
+        """A gang on distinct nodes: one member per node (placements are merged per node and
+        role, so a node named twice, or holding more than one member's GPUs, has two)."""
+        if not spec.members_on_distinct_nodes:
+            return
+        per_node = Counter(p.node for p in placements)
+        assert all(n == 1 for n in per_node.values()), placements
+        if spec.roles:
+            sizes = {r.name: r.gpus_per_member for r in spec.roles}
+            assert all(len(p.gpu_indices) == sizes[p.role] for p in placements), placements
+        elif spec.gpus_per_node is not None:
+            assert all(len(p.gpu_indices) <= spec.gpus_per_node for p in placements), placements
 
     def check_quota(self, snapshot: Snapshot, plan: Plan) -> None:
         quota = {(q.team, q.gpu_type): q for q in self.quotas}
