@@ -62,6 +62,9 @@ def invalid_request(spec: JobSpec) -> str | None:
                 return f"{name} must be >= 0, got {getattr(spec, name)}"
     if spec.array_task_limit is not None and spec.array_task_limit < 1:
         return f"array_task_limit must be at least 1 when given, got {spec.array_task_limit}"
+    if spec.members_on_distinct_nodes and spec.topology is TopologyConstraint.SAME_NODE:
+        # one node for all members and a node for each: neither placement could keep both
+        return "topology same_node and members_on_distinct_nodes ask opposite things: give one of them"
     return None
 
 

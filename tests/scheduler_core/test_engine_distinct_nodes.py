@@ -95,3 +95,11 @@ def test_distinct_nodes_job_does_not_share_a_failed_shape_with_a_packed_twin():
     )
     assert "d" not in bound(plan)
     assert bound_nodes(plan, "p") == ["n0"]
+
+
+def test_same_node_and_distinct_nodes_together_is_an_invalid_request():
+    plan = make_cluster().nodes(2).pending(
+        make_job("x").gpus(8).topology("same_node").distinct_nodes()).plan()
+    t = why(plan, "x")
+    assert t.code is ReasonCode.INVALID_REQUEST
+    assert "topology same_node and members_on_distinct_nodes ask opposite things" in t.message
