@@ -139,6 +139,9 @@ def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> Non
     p.add_argument("--cpus-per-gpu", type=int)
     p.add_argument("--memory-per-gpu", "--mem-per-gpu", type=int, metavar="GB", help="host memory per GPU (sbatch --mem-per-gpu)")
     p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
+    p.add_argument("--distinct-nodes", action=argparse.BooleanOptionalAction, dest="distinct_nodes",
+                   help="each member of the gang on a node of its own (sbatch --ntasks-per-node=1 with "
+                        "--gpus-per-node); --no-distinct-nodes: members packed, the default")
     p.add_argument("--min-gpus", type=count, metavar="N|none" if update else None)
     p.add_argument("--max-gpus", type=count, metavar="N|none" if update else None)
 

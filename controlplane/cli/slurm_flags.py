@@ -20,7 +20,9 @@ _NODES = "give --gpus N and --gpus-per-node 8: the scheduler chooses the nodes (
 #: The ones qm takes under Slurm's names too (-J, -G, -A, --me, --wrap, --mem-per-gpu) are flags.
 INSTEAD = {
     "-j": _JOB_BY_ID, "--jobs": _JOB_BY_ID,
-    "-N": _NODES, "--nodes": _NODES, "--ntasks-per-node": _NODES, "--exclusive": _NODES,
+    "-N": _NODES, "--nodes": _NODES, "--exclusive": _NODES,
+    "--ntasks-per-node": "give --gpus N, --gpus-per-node M and --distinct-nodes: each member of M GPUs on a node of "
+                         "its own (without it, members are packed)",
     "--gres": "give --gpus N and --gpu-type TYPE (qm sinfo lists the types)",
     "--gpus-per-task": "give --gpus N and --gpus-per-node N",
     "--partition": "give --gpu-type TYPE: each pool is one GPU type (qm sinfo lists them)",

@@ -42,7 +42,7 @@ log = structlog.get_logger(__name__)
 
 #: The fields a waiting job's owner may change (PATCH jobs/{id}/), as the submit names them.
 SHAPE_FIELDS = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-                "topology", "min_gpus", "max_gpus")
+                "topology", "members_on_distinct_nodes", "min_gpus", "max_gpus")
 #: What a submit request carries of them (`_as_submitted` judges a change as that submit).
 _AS_SUBMITTED = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", *SHAPE_FIELDS)
 #: ... and its dependencies (the whole new list: judged by services/dependencies/).
@@ -459,6 +459,8 @@ def change_words(name: str, old: Any, new: Any) -> str:
 def _words(name: str, value: Any) -> str:
     if value is None or value == []:
         return "none"
+    if isinstance(value, bool):  # members on distinct nodes: "no → yes", not Python's "False → True"
+        return "yes" if value else "no"
     if name in ("runtime_limit_s", "checkpoint_interval_s"):
         return _span_words(value)
     if name in ("min_gpu_memory_gb", "memory_gb_per_gpu"):
@@ -476,7 +478,8 @@ def _as_submitted(job: Job, changes: dict[str, Any]) -> job_service.SubmitReques
         name=values["name"], gpus=values["gpus"], gpus_per_node=values["gpus_per_node"],
         gpu_types=tuple(values["gpu_types"] or ()), min_gpu_memory_gb=values["min_gpu_memory_gb"] or 0,
         cpus_per_gpu=values["cpus_per_gpu"] or 0, memory_gb_per_gpu=values["memory_gb_per_gpu"] or 0,
-        topology=values["topology"], min_gpus=values["min_gpus"], max_gpus=values["max_gpus"],
+        topology=values["topology"], members_on_distinct_nodes=values["members_on_distinct_nodes"],
+        min_gpus=values["min_gpus"], max_gpus=values["max_gpus"],
         priority_class=values["priority_class"], team=job.team.name, project=values["project"],
         workload=job.workload, runtime_limit_s=values["runtime_limit_s"],
         checkpoint_interval_s=values["checkpoint_interval_s"], roles=tuple(dict(r) for r in job.roles or ()),

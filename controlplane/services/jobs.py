@@ -74,6 +74,8 @@ class SubmitRequest:
     cpus_per_gpu: int = 0
     memory_gb_per_gpu: int = 0
     topology: str = Topology.ANY.value
+    # No two members of its gang on one node (Slurm's --ntasks-per-node=1).
+    members_on_distinct_nodes: bool = False
     min_gpus: int | None = None
     max_gpus: int | None = None
     priority_class: str | None = None
@@ -113,6 +115,8 @@ class SubmitRequest:
             del body["array_task_limit"]  # nor one without a task limit what it was before limits
         if body["dependency_mode"] == "all":
             del body["dependency_mode"]  # nor one of all-of dependencies what it was before any-of
+        if not body["members_on_distinct_nodes"]:
+            del body["members_on_distinct_nodes"]  # nor one of packed members what it was before the option
         body["gpu_types"] = sorted(body["gpu_types"])
         if body["dependencies"]:
             body["dependencies"] = [{k: str(v) for k, v in sorted(d.items())} for d in body["dependencies"]]
@@ -412,15 +416,19 @@ def env_problem(env: dict[str, Any]) -> str:
 
 def shape_errors(
     *, gpus: int, gpus_per_node: int | None, topology: str, min_gpus: int | None, max_gpus: int | None,
-    roles: Sequence[dict[str, Any]] = (),
+    roles: Sequence[dict[str, Any]] = (), members_on_distinct_nodes: bool = False,
 ) -> dict[str, str]:
     """The shape's cross-field rules, each problem under its field: an elastic range must hold
     gpus, and a same_node job's gpus_per_node is all its GPUs; a heterogeneous gang's gpus is
-    its roles' sum, its roles place its members (no gpus_per_node) and it is not elastic. One
+    its roles' sum, its roles place its members (no gpus_per_node) and it is not elastic;
+    members on distinct nodes needs a gang of several members of a known size. One
     function for every path that judges a shape (the submit serializer, its plain-data fast
     path, submit() itself, and so the form's live check), so none of them says a shape runs
     that another refuses."""
     errors: dict[str, str] = {}
+    if members_on_distinct_nodes and (problem := _distinct_nodes_problem(gpus, gpus_per_node, topology, max_gpus,
+                                                                         roles)):
+        errors["members_on_distinct_nodes"] = problem
     if roles:
         total = sum(int(r["count"]) * int(r["gpus_per_member"]) for r in roles)
         if gpus != total:
@@ -461,6 +469,28 @@ def shape_errors(
             f"gpus_per_node {gpus_per_node} is more than gpus {gpus}: give at most {gpus}, or leave it out"
         )
     return errors
+
+
+def _distinct_nodes_problem(gpus: int, gpus_per_node: int | None, topology: str, max_gpus: int | None,
+                            roles: Sequence[dict[str, Any]]) -> str:
+    """Why `members_on_distinct_nodes` says nothing of this shape ("" when it says something):
+    it keeps a gang's members apart, so the job must be a gang of members of a known size that
+    could otherwise share a node. Taken silently, such a flag would promise what no placement
+    changes (a one-member job is on one node anyway)."""
+    if topology == Topology.SAME_NODE:
+        return "a same_node job puts all its GPUs on one node; members on distinct nodes asks the opposite"
+    if roles:
+        if sum(int(r["count"]) for r in roles) < 2:
+            return "a gang of one member has no other member to keep off its node"
+        return ""
+    if gpus_per_node is None:
+        return ("give gpus_per_node, the GPUs of each member: without it a job of at least one node's GPUs "
+                "takes whole nodes and a smaller one runs on one node")
+    largest, said = (max_gpus, "max_gpus") if max_gpus is not None and max_gpus > gpus else (gpus, "gpus")
+    if largest <= gpus_per_node:
+        return (f"{said} {largest} with gpus_per_node {gpus_per_node} is a single member, on one node; "
+                f"members on distinct nodes needs at least two ({said} more than gpus_per_node)")
+    return ""
 
 
 def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fleet]:
@@ -525,7 +555,8 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
             errors["roles"] = problem
     if shape_known:
         errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
-                                   min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
+                                   min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles,
+                                   members_on_distinct_nodes=req.members_on_distinct_nodes))
     if problem := env_problem(req.env):
         errors["env"] = problem
 
@@ -640,6 +671,7 @@ def engine_spec(req: SubmitRequest, team: str, priority_class: str, runtime_limi
         cpus_per_gpu=req.cpus_per_gpu,
         memory_gb_per_gpu=req.memory_gb_per_gpu,
         topology=TopologyConstraint(req.topology),
+        members_on_distinct_nodes=req.members_on_distinct_nodes,
         min_gpus=req.min_gpus,
         max_gpus=req.max_gpus,
         runtime_limit_s=float(runtime_limit_s) if runtime_limit_s else None,
@@ -753,7 +785,8 @@ def submit(
 #: The fields a job's shape is read from: the fleet's capability is judged only when none of
 #: them is at fault (its verdict on a malformed shape would be about the wrong job).
 _SHAPE_FIELDS = frozenset({"gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu",
-                           "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus", "roles"})
+                           "memory_gb_per_gpu", "topology", "members_on_distinct_nodes", "min_gpus", "max_gpus",
+                           "roles"})
 
 
 def shape_readable(at_fault: Iterable[str]) -> bool:
@@ -883,6 +916,7 @@ def _submit(
         cpus_per_gpu=req.cpus_per_gpu,
         memory_gb_per_gpu=req.memory_gb_per_gpu,
         topology=req.topology,
+        members_on_distinct_nodes=req.members_on_distinct_nodes,
         min_gpus=req.min_gpus,
         max_gpus=req.max_gpus,
         roles=[role_record(r) for r in req.roles],

@@ -149,7 +149,7 @@ _JOB_COLUMNS = (
     "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus",
     "runtime_limit_s", "checkpoint_interval_s", "roles", "submitter_id", "preemption_count", "last_preempted_at",
     # A job array's task limit (the engine counts its tasks holding GPUs against it).
-    "array_id", "array_task_limit",
+    "array_id", "array_task_limit", "members_on_distinct_nodes",
 )
 
 
@@ -272,7 +272,8 @@ class _SpecReader:
     def _spec(self, row: tuple[Any, ...], in_window: int, frees_at: float | None) -> engine.JobSpec:
         (pk, team_id, pc_id, project_id, gpus, submitted_at, workload, gpus_per_node, gpu_types, min_memory,
          cpus_per_gpu, memory_per_gpu, topology, min_gpus, max_gpus, runtime_limit_s, checkpoint_interval_s,
-         roles, submitter_id, _preemption_count, _last_preempted_at, array_id, array_task_limit) = row
+         roles, submitter_id, _preemption_count, _last_preempted_at, array_id, array_task_limit,
+         members_on_distinct_nodes) = row
         wl = self._workloads.get(workload)
         if wl is None:
             wl = self._workloads[workload] = engine.WorkloadClass(workload)
@@ -310,6 +311,7 @@ class _SpecReader:
             user=str(submitter_id or ""),
             array_id=str(array_id) if array_id is not None else "",
             array_task_limit=array_task_limit,
+            members_on_distinct_nodes=members_on_distinct_nodes,
         )
 
 

@@ -252,6 +252,12 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     cpus_per_gpu = _count(required=False, default=0)
     memory_gb_per_gpu = _count(required=False, default=0)
     topology = NamedChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
+    members_on_distinct_nodes = serializers.BooleanField(
+        required=False, default=False,
+        help_text="No two members of the gang on one node (Slurm's --ntasks-per-node=1): each member of "
+                  "gpus_per_node GPUs gets a node of its own. Omitted or false: members are packed, two on a node "
+                  "with room for both. Needs gpus_per_node (or roles) and at least two members; not with same_node.",
+    )
     min_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
                                         help_text="Elastic: the smallest size it runs at.")
     max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
@@ -315,6 +321,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         errors = job_shape_errors(
             gpus=attrs["gpus"], gpus_per_node=attrs.get("gpus_per_node"), topology=attrs.get("topology", Topology.ANY),
             min_gpus=attrs.get("min_gpus"), max_gpus=attrs.get("max_gpus"), roles=attrs.get("roles") or (),
+            members_on_distinct_nodes=attrs.get("members_on_distinct_nodes", False),
         )
         if errors:
             raise serializers.ValidationError({field: [message] for field, message in errors.items()})
@@ -409,7 +416,7 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
 
     CHANGEABLE = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", "gpus",
                   "gpus_per_node", "gpu_type", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-                  "topology", "min_gpus", "max_gpus", "dependencies", "dependency_mode")
+                  "topology", "members_on_distinct_nodes", "min_gpus", "max_gpus", "dependencies", "dependency_mode")
 
     def get_fields(self) -> dict[str, serializers.Field]:
         submit = JobSubmitSerializer._declared_fields

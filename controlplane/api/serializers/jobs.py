@@ -252,7 +252,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-            "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
+            "topology", "members_on_distinct_nodes", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
             "env", "array_id", "array_index", "array_task_limit", "dependencies", "dependency_mode", "dependents", "singleton",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
@@ -345,7 +345,8 @@ def job_payload(job: Job) -> dict[str, Any]:
         "priority_class": job.priority_class.name, "workload": job.workload,
         "gpus": job.gpus, "gpus_per_node": job.gpus_per_node, "gpu_types": list(job.gpu_types),
         "min_gpu_memory_gb": job.min_gpu_memory_gb, "cpus_per_gpu": job.cpus_per_gpu,
-        "memory_gb_per_gpu": job.memory_gb_per_gpu, "topology": job.topology, "min_gpus": job.min_gpus,
+        "memory_gb_per_gpu": job.memory_gb_per_gpu, "topology": job.topology,
+        "members_on_distinct_nodes": job.members_on_distinct_nodes, "min_gpus": job.min_gpus,
         "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "nodes": nodes_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,

@@ -156,6 +156,7 @@ def plain_submit_request(data: Any, serializer_class: type[JobSubmitSerializer])
     if gpu_type is not None and gpu_types:
         return None  # both: the serializer explains
     if job_shape_errors(gpus=values["gpus"], gpus_per_node=values.get("gpus_per_node"), topology=values["topology"],
-                        min_gpus=values.get("min_gpus"), max_gpus=values.get("max_gpus")):
+                        min_gpus=values.get("min_gpus"), max_gpus=values.get("max_gpus"),
+                        members_on_distinct_nodes=values["members_on_distinct_nodes"]):
         return None  # a shape the rules fault: the serializer explains, naming each field
     return SubmitRequest(gpu_types=tuple(dict.fromkeys(gpu_types or ([gpu_type] if gpu_type else []))), **values)

@@ -23,7 +23,7 @@ YAML_ALIASES = {"time": "runtime_limit_s", "priority": "priority_class", "checkp
 #: kept equal to its serializer's by tests/controlplane/cli/test_qm_yaml_unknown_keys_first.py.
 JOB_FIELDS = frozenset({
     "name", "gpus", "gpus_per_node", "gpu_type", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu",
-    "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus", "roles", "priority_class", "project", "team",
+    "memory_gb_per_gpu", "topology", "members_on_distinct_nodes", "min_gpus", "max_gpus", "roles", "priority_class", "project", "team",
     "workload", "runtime_limit_s", "checkpoint_interval_s", "command", "env", "dependencies", "dependency_mode",
     "hold", "hold_reason", "array", "array_task_limit",
 })

@@ -37,7 +37,8 @@ def _flags_over(spec: dict[str, Any], args: argparse.Namespace) -> None:
     flags = {
         "name": args.name, "gpus": args.gpus, "gpus_per_node": args.gpus_per_node,
         "min_gpu_memory_gb": args.min_gpu_memory, "cpus_per_gpu": args.cpus_per_gpu,
-        "memory_gb_per_gpu": args.memory_per_gpu, "topology": args.topology, "min_gpus": args.min_gpus,
+        "memory_gb_per_gpu": args.memory_per_gpu, "topology": args.topology,
+        "members_on_distinct_nodes": args.distinct_nodes, "min_gpus": args.min_gpus,
         "max_gpus": args.max_gpus, "priority_class": args.priority, "project": args.project, "team": args.team,
         "workload": args.workload, "array": args.array,
     }

@@ -52,6 +52,8 @@ def _asked_fields(job: dict[str, Any]) -> list[_Field]:
     shape = counted(job["gpus"], "GPU") + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
     if elastic(job):
         shape += f", {elastic(job)}"
+    if job.get("members_on_distinct_nodes"):
+        shape += ", members on distinct nodes"
     return [
         ("job", f"{job['id']} {job['name']}"), ("state", output.job_state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),

@@ -18,7 +18,8 @@ from scheduler_core.sentences import counted
 #: YAML file gives them so too.
 SUBMIT_FLAGS = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
                 "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type",
-                "dependencies": "dependency", "array_task_limit": "array_limit", "command": "wrap"}
+                "dependencies": "dependency", "array_task_limit": "array_limit", "command": "wrap",
+                "members_on_distinct_nodes": "distinct_nodes"}
 
 
 def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:

@@ -15,7 +15,8 @@ from controlplane.services import dependency_text
 #: `qm update` flags → the API's fields (PATCH jobs/{id}/), as `qm submit` spells them.
 UPDATE_FLAGS = {"name": "name", "gpus": "gpus", "gpus_per_node": "gpus_per_node",
                 "min_gpu_memory": "min_gpu_memory_gb", "cpus_per_gpu": "cpus_per_gpu",
-                "memory_per_gpu": "memory_gb_per_gpu", "topology": "topology", "min_gpus": "min_gpus",
+                "memory_per_gpu": "memory_gb_per_gpu", "topology": "topology",
+                "distinct_nodes": "members_on_distinct_nodes", "min_gpus": "min_gpus",
                 "max_gpus": "max_gpus", "priority": "priority_class", "project": "project"}
 
 

@@ -1190,6 +1190,8 @@
       var chosen = Array.prototype.filter.call(input.options, function (o) { return o.selected; }).map(function (o) { return o.value; });
       return chosen.length ? chosen : undefined;
     }
+    // A yes-or-no option (members on distinct nodes): true or false, never the box's "on".
+    if (input.type === "checkbox") return input.checked;
     var raw = input.value.trim();
     if (raw === "") return undefined;
     // Lines the API reads as they are (the environment's NAME=value lines: a value's spaces are its own).
@@ -1531,6 +1533,7 @@
 
   /* A field's value as shown, to tell a field changed from one left as it was. */
   function shownValue(input) {
+    if (input.type === "checkbox") return String(input.checked);
     if (input.tagName === "SELECT" && input.multiple) {
       return Array.prototype.filter.call(input.options, function (o) { return o.selected; })
         .map(function (o) { return o.value; }).sort().join(",");
@@ -1574,7 +1577,9 @@
         }
         if (!(name in job)) return;
         var value = job[name];
-        if (input.tagName === "SELECT" && input.multiple) {
+        if (input.type === "checkbox") {
+          input.checked = value === true;
+        } else if (input.tagName === "SELECT" && input.multiple) {
           var chosen = value || [];
           Array.prototype.forEach.call(input.options, function (o) { o.selected = chosen.indexOf(o.value) >= 0; });
         } else if (value === null || value === undefined) {

@@ -30,6 +30,11 @@ BAD_SHAPES = [
                  id="same-node-split"),
     # Slurm refuses --gpus 1 --gpus-per-node 3; it was taken as one member of 1 GPU
     pytest.param({"gpus": 1, "gpus_per_node": 3}, {"gpus_per_node"}, id="more-per-node-than-gpus"),
+    # members on distinct nodes of a job that has one member, or puts them all on one node
+    pytest.param({"gpus": 4, "gpus_per_node": 4, "members_on_distinct_nodes": True}, {"members_on_distinct_nodes"},
+                 id="distinct-nodes-of-one-member"),
+    pytest.param({"gpus": 8, "topology": "same_node", "members_on_distinct_nodes": True},
+                 {"members_on_distinct_nodes"}, id="distinct-nodes-of-same-node"),
 ]
 
 
