@@ -153,7 +153,10 @@ def specs(draw):
                                    min_size=1, max_size=2, unique=True)))
     b = b.min_memory(draw(st.sampled_from([0, 0, 20, 41])))
     b = b.cpus_per_gpu(draw(st.sampled_from([0, 4, 10])))
-    b = b.topology(draw(st.sampled_from(list(TopologyConstraint))))
+    topology = draw(st.sampled_from(list(TopologyConstraint)))
+    b = b.topology(topology)
+    if topology is not TopologyConstraint.SAME_NODE and draw(st.booleans()):
+        b = b.distinct_nodes()  # a gang on distinct nodes needs a capable node per member
     return b.obj()
 
 

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine_builders import DEFAULT_TYPES, bound, bound_nodes, make_cluster, make_job, make_running, why
+from engine_builders import (
+    DEFAULT_TYPES,
+    bound,
+    bound_nodes,
+    make_cluster,
+    make_job,
+    make_running,
+    preempted,
+    why,
+)
 
 from scheduler_core import Infeasible, NodeInfo, ReasonCode, never_runs
 
@@ -103,3 +112,21 @@ def test_same_node_and_distinct_nodes_together_is_an_invalid_request():
     t = why(plan, "x")
     assert t.code is ReasonCode.INVALID_REQUEST
     assert "topology same_node and members_on_distinct_nodes ask opposite things" in t.message
+
+
+def test_higher_priority_distinct_nodes_gang_preempts_for_a_second_node_only_one_job():
+    # n0 is empty, n1 holds two low jobs of 4: packed, the gang starts on n0 and preempts
+    # nothing; on distinct nodes it needs 4 GPUs on n1 too, so it preempts one of them
+    def cluster():
+        return (
+            make_cluster().nodes(2).at(10_000.0)
+            .running(make_running(make_job("lo0").priority("low").gpus(4)).on("n1", 0, 1, 2, 3).started(0),
+                     make_running(make_job("lo1").priority("low").gpus(4)).on("n1", 4, 5, 6, 7).started(0))
+        )
+
+    spread = cluster().pending(make_job("hi").priority("high").gpus(8).per_node(4).distinct_nodes()).plan()
+    assert preempted(spread) == ["lo0"]
+    assert why(spread, "hi").code is ReasonCode.WAITING_FOR_PREEMPTION
+    packed = cluster().pending(make_job("hi").priority("high").gpus(8).per_node(4)).plan()
+    assert preempted(packed) == []
+    assert bound_nodes(packed, "hi") == ["n0"]
