@@ -90,6 +90,16 @@ def test_an_elastic_job_that_grows_past_one_member_may_ask_it(fleet: Fleet, alic
 
 
 @pytest.mark.django_db
+def test_a_heterogeneous_gang_of_several_members_may_ask_it(fleet: Fleet, alice: APIClient) -> None:
+    roles = [{"name": "learner", "count": 1, "gpus_per_member": 4}, {"name": "rollout", "count": 2, "gpus_per_member": 2}]
+
+    r = _submit(alice, gpus=8, roles=roles, members_on_distinct_nodes=True)
+
+    assert r.status_code == 201, r.json()
+    assert r.json()["members_on_distinct_nodes"] is True
+
+
+@pytest.mark.django_db
 def test_more_members_than_capable_nodes_can_never_run_and_is_refused_on_the_field(
     fleet: Fleet, alice: APIClient,
 ) -> None:
