@@ -159,7 +159,7 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
               + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
               + ". Pending and running jobs: qm list.")
         return 0
-    output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS)
+    output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS, cut=["NAME"])
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
     print(output.visible(
         f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
@@ -306,7 +306,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     first = 1 + len(named)
     rows = [row[:first] + [row[first + i] for i in shown] for row in rows]
     output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
-                 + [SHOWBACK_COLUMNS[i][0] for i in shown])
+                 + [SHOWBACK_COLUMNS[i][0] for i in shown], cut=["NAME"])
     for name in (n for n in allocations if n.lower() == "total"):
         # A team stored as TOTAL (before the name was refused) read as the total's twin.
         print(output.visible(f"{name} above the last row is the {args.by.replace('_', ' ')} named {name}; "

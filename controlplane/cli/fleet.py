@@ -95,7 +95,7 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
     output.table(
         [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", _node_state(n), n["leaf_switch"],
           output.age(n["last_heartbeat_at"])) for n in rows],
-        ["NODE", "POOL", "GPU TYPE", "GPUS USED", "STATE", "LEAF", "HEARTBEAT"],
+        ["NODE", "POOL", "GPU TYPE", "GPUS USED", "STATE", "LEAF", "HEARTBEAT"], cut=["STATE"],
     )
     if int(page.get("count", len(rows))) > len(rows):
         print(f"{len(rows)} of {page['count']} nodes shown (the API's largest page): filter with the API "

@@ -27,7 +27,8 @@ This module reads the command line and calls the command. The commands live by g
 account.py (login, logout, whoami), jobs/ (a job from submit to logs, a module a command),
 scheduling.py (sprio, sshare, config, quotas), fleet.py (sinfo, nodes), accounting.py (history,
 showback), notify.py, maintenance.py (maint); what several of them read alike in arguments.py,
-output.py, client.py; a flag no command takes is refused in slurm_flags.py.
+output.py, client.py; how wide a table may be in terminal_width.py; a flag no command takes is
+refused in slurm_flags.py.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from controlplane.cli import output
+from controlplane.cli import output, terminal_width
 from controlplane.cli.account import cmd_login, cmd_logout, cmd_whoami
 from controlplane.cli.accounting import (
     ENDED_STATES,
@@ -90,6 +91,9 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
                         help=f"how long to wait for the server's answer (default: $QM_TIMEOUT, else {TIMEOUT_S:g})")
     common.add_argument("--json", action="store_true", default=False if defaults else argparse.SUPPRESS,
                         help="print the API's JSON instead of a table")
+    common.add_argument("--wide", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                        help="every table cell whole: a long job name, node state or URL is otherwise cut with … "
+                             "to fit the terminal's width (output to a pipe or file, without COLUMNS, is whole)")
     return common
 
 
@@ -557,7 +561,7 @@ def same_named_flags(parser: argparse.ArgumentParser, command: str) -> dict[str,
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
             return {a.dest: a.dest for a in action.choices[command]._actions
                     if "--" + a.dest.replace("_", "-") in a.option_strings
-                    and a.dest not in ("help", "url", "timeout", "json", "env")}
+                    and a.dest not in ("help", "url", "timeout", "json", "wide", "env")}
     return {}
 
 
@@ -582,6 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extras:  # refused by the command they were given to, with its usage (exit 2)
         refuse_unknown(parser, args, extras)
     _refuse_shortened_timeout(parser, args, argv)
+    terminal_width.show_whole(args.wide)
     try:
         timeout_s = request_timeout(args.timeout)
         try:

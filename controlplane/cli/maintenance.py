@@ -85,7 +85,7 @@ def _print_affected(window: dict[str, Any]) -> None:
               "the nodes or cancel the jobs):")
     output.table([(j["id"] if j["id"] is not None else "-", j["name"] or f"(a job of team {j['team']})", j["team"],
                    j["gpus"], ",".join(j["nodes"]), output.utc_text(j["holds_until"], suffix=""))
-                  for j in jobs], ["JOB", "NAME", "TEAM", "GPUS", "NODES", "LIMIT ENDS (UTC)"])
+                  for j in jobs], ["JOB", "NAME", "TEAM", "GPUS", "NODES", "LIMIT ENDS (UTC)"], cut=["NAME"])
 
 
 def _print_window(window: dict[str, Any], verb: str) -> None:
@@ -131,7 +131,8 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
         output.table([(w["id"], w["state"], output.utc_text(w["start_at"], suffix=""),
                        output.utc_text(w["end_at"], suffix=""), output.human_duration(w["duration_s"]),
                        output.nodes_cell(w["nodes"]), len(w["affected_running_jobs"]), w["reason"]) for w in rows],
-                     ["ID", "STATE", "START (UTC)", "END (UTC)", "LENGTH", "NODES", "AFFECTED JOBS", "REASON"])
+                     ["ID", "STATE", "START (UTC)", "END (UTC)", "LENGTH", "NODES", "AFFECTED JOBS", "REASON"],
+                     cut=["REASON"])
         for w in rows:
             if w.get("overlapping_windows"):
                 print(f"Window {w['id']} {_overlaps_said(w['overlapping_windows'])}.")

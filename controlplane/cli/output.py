@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
+from controlplane.cli import terminal_width
+
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _CLOCK = re.compile(r"^(?:(\d+):)?(\d+):(\d+)$")  # Slurm's HH:MM:SS, MM:SS
@@ -111,15 +113,29 @@ def terminal_output(text: str) -> tuple[str, str]:
     return _OUTPUT_CONTROL.sub(lambda m: m.group(1) or repr(m.group(2))[1:-1], text), held
 
 
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout) -> None:
-    """Columns padded to their widest cell; numbers right-aligned."""
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout,
+          cut: Sequence[str] = ()) -> None:
+    """Columns padded to their widest cell; numbers right-aligned. The columns named in `cut`
+    (free text: a job's NAME) are cut with `…` to fit the terminal (terminal_width.py), and a
+    line on stderr says which and that `--wide` shows them whole."""
     cells = [[("-" if v is None or v == "" else visible(v)) for v in row] for row in rows]
-    widths = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    natural = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    limit = terminal_width.columns()
+    widths = terminal_width.fitted(natural, [h in cut for h in headers],
+                                   [max(width(h), terminal_width.SHORTEST) for h in headers], 2, limit)
+    narrowed = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
+    for row in cells:
+        for i in narrowed:
+            row[i] = terminal_width.cut(row[i], widths[i], width)
     numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
     out.write("  ".join(_pad(h, w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
     for row in cells:
         line = "  ".join(_pad(c, w, right=num) for c, w, num in zip(row, widths, numeric, strict=True))
         out.write(line.rstrip() + "\n")
+    if narrowed:
+        names = ", ".join(headers[i] for i in narrowed)
+        it = "it" if len(narrowed) == 1 else "them"
+        print(f"{names} cut to fit {limit} columns: --wide shows {it} whole.", file=sys.stderr)
 
 
 def width(text: str) -> int:

@@ -112,7 +112,7 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
         [(f"{r['order']}*" if r in never else r["order"], r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
           f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
           output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
-        ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
+        ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"], cut=["NAME"],
     )
     for line in _never_footnotes(never, body["in_line"]):
         print(output.visible(line))

@@ -94,7 +94,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         _say_none(api, args, page["count"])
         warn(page.get("loop"))  # none of these: the loop is down all the same
         return 0
-    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
+    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"], cut=["NAME"])
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
     for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
         print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")

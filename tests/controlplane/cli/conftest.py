@@ -64,6 +64,8 @@ def qm(live_server: Any, tmp_path: Path, qm_forkserver: ForkServer) -> Callable[
         "PYTHONPATH": str(REPO),
     }
     env.pop("QM_TOKEN", None)
+    # A terminal's width exported by the shell running the tests would cut the tables' names.
+    env.pop("COLUMNS", None)
 
     def run(*args: str, stdin: str | None = None, url: str | None = None, extra_env: dict[str, str] | None = None) -> Run:
         call_env = dict(env, QM_URL=url) if url else dict(env)
