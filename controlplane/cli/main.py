@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--sort", metavar="FIELD[,FIELD]",
                        help="id, submitted_at, gpus, queue_position, priority, name, state, started_at, "
                             "finished_at or elapsed; -FIELD descends (default: newest first)")
-        p.add_argument("--limit", type=int, default=50, help="jobs per page, at most 1000 (default 50)")
+        p.add_argument("--limit", type=int, default=50, help="how many jobs (default 50); past 1000 they are read 1000 a request")
         p.add_argument("--offset", type=int, default=0, help="skip this many jobs (the next page)")
 
     p = sub.add_parser("explain", parents=[common], help="why a job waits, and what would start it")

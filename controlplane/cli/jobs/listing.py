@@ -78,10 +78,30 @@ def position_cell(job: dict[str, Any]) -> int | str | None:
     return job["queue_position"]
 
 
+def _page(api: Api, params: dict[str, Any]) -> dict[str, Any]:
+    """The API's page of `params["limit"]` jobs from `params["offset"]`, read as pages of at most
+    LARGEST_PAGE one after the other when the limit is larger (the API cuts a larger `limit` to its
+    largest page without saying so: `--limit 1500` listed 1,000): the rows asked for, or every
+    one the list has past the offset. A job listed twice (a newer one came in between two reads and
+    shifted the list by one) is kept once. `next` is the last read's: the rows after those."""
+    want = params["limit"]
+    page = api.request("GET", "jobs/", params={**params, "limit": min(want, LARGEST_PAGE)})
+    rows = list(page["results"])
+    seen = {j["id"] for j in rows}
+    offset = int(params.get("offset") or 0) + len(page["results"])
+    while len(rows) < want and page.get("next") and page["results"]:
+        page = api.request("GET", "jobs/", params={**params, "offset": offset,
+                                                   "limit": min(want - len(rows), LARGEST_PAGE)})
+        offset += len(page["results"])
+        rows += [j for j in page["results"] if j["id"] not in seen]
+        seen.update(j["id"] for j in page["results"])
+    return {**page, "results": rows[:want]}
+
+
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
-    """The jobs the filters pick (waiting and running by default), a page of them, with what
-    the table's cells need said under it; or why there are none."""
-    page = api.request("GET", "jobs/", params=_list_params(args, api))
+    """The jobs the filters pick (waiting and running by default), `--limit` of them (1,000 a
+    request), with what the table's cells need said under it; or why there are none."""
+    page = _page(api, _list_params(args, api))
     if args.json:
         output.emit_json(page)
         return 0
@@ -107,7 +127,6 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         print("START passed: the expected start has passed and no scheduling cycle has run since.")
     shown_to = args.offset + len(rows)
     if page["count"] > shown_to or args.offset:
-        # The API gives at most 1,000 a page: past that, --limit alone cannot show the rest.
         more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
         print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
     # POS, START and REASON are the last cycle's word: a stalled loop's read as a healthy queue's.
@@ -122,7 +141,7 @@ def _say_none(api: Api, args: argparse.Namespace, count: int) -> None:
         print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
     elif count and args.offset:
         # Past the last page: it said "No jobs pending or running" of a list that had some.
-        last = max(0, count - min(args.limit, LARGEST_PAGE))
+        last = max(0, count - args.limit)
         print(f"No jobs from --offset {args.offset}: the list has {counted(count, 'job')} "
               f"(--offset {last} for the last page).")
     else:
