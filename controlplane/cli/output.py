@@ -135,6 +135,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = s
     if narrowed:
         names = ", ".join(headers[i] for i in narrowed)
         it = "it" if len(narrowed) == 1 else "them"
+        out.flush()  # under the table, not above it, when both go to one pipe or file
         print(f"{names} cut to fit {limit} columns: --wide shows {it} whole.", file=sys.stderr)
 
 
