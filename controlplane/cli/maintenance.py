@@ -113,12 +113,14 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
     action = args.maint_action
     now = datetime.now(timezone.utc)
     if action == "list":
-        params: dict[str, Any] = {"limit": LARGEST_PAGE}
+        params: dict[str, Any] = {"limit": LARGEST_PAGE, "offset": 0}
         if not args.all:
             params["state"] = ["active", "upcoming"]
         if args.node:
             params["node"] = args.node
-        page = api.request("GET", "maintenance-windows/", params=params)
+        # Every page: one (1,000 windows) was printed as the whole list, the latest windows missing.
+        pages = list(api.pages("maintenance-windows/", params))
+        page = {**pages[-1], "previous": None, "results": [w for p in pages for w in p["results"]]}
         if args.json:
             output.emit_json(page)
             return 0
