@@ -138,3 +138,15 @@ def test_on_a_real_80_column_terminal_the_list_fits(alice_qm, fleet) -> None:
     assert process.wait(timeout=60) == 0
     text = seen.decode().replace("\r\n", "\n")
     assert "llama-3" in text and LONG not in text and _widest(text.split("NAME cut")[0]) <= 80, text
+
+
+def test_the_note_comes_under_the_table_in_one_file(alice_qm, fleet) -> None:
+    """`qm list > out.txt 2>&1`: the table was written at exit, after the note on stderr."""
+    f.make_job(fleet.ml, name=LONG, submitter=fleet.users["owner"])
+    # As a user's shell runs it: standard output to a file is buffered.
+    env = {**{k: v for k, v in alice_qm.env.items() if k != "PYTHONUNBUFFERED"}, **AT_80}
+    done = subprocess.run([sys.executable, "-m", "controlplane.cli.main", "list"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO, timeout=60)
+    lines = done.stdout.splitlines()
+    note = next(i for i, line in enumerate(lines) if line.startswith("NAME cut to fit"))
+    assert lines[0].startswith("ID") and "llama-" in lines[1] and note > 1, done.stdout
