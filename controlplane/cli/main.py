@@ -127,6 +127,11 @@ def _latest_count(text: str, what: str = "the latest N runs") -> int:
     return int(text)
 
 
+def _latest_events(text: str) -> int:
+    """qm events' --limit N: the latest N events."""
+    return _latest_count(text, "the latest N events")
+
+
 def _first_jobs(text: str) -> int:
     """sprio's --limit N: the first N jobs in line."""
     return _latest_count(text, "the first N jobs in line")
@@ -246,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", "-w", help="fleet: the events of this node")
     p.add_argument("--team", "-A", help="fleet: the events of this team's jobs")
     shown = p.add_mutually_exclusive_group()
-    shown.add_argument("--limit", "-n", type=int, help="fleet: the latest N events (default 50, at most 1000)")
+    shown.add_argument("--limit", "-n", type=_latest_events, metavar="N",
+                       help="fleet: the latest N events (default 50; read 1,000 a request)")
     shown.add_argument("--all", action="store_true", help="fleet: every event that matches (read 1,000 a request)")
     p = sub.add_parser("runs", parents=[common], help="a job's runs: each bind, how it ended, GPU-hours, cost, "
                                                       "work lost",
