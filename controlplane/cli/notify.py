@@ -130,7 +130,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         output.table([(h["id"], h["url"], ",".join(h["events"]), h["team"] or "(own jobs)",
                        "yes" if h["active"] else "paused",
                        h["status"] if h.get("deliverable", True) else "NOT DELIVERING: see below") for h in rows],
-                     ["ID", "URL", "EVENTS", "TEAM", "ACTIVE", "STATUS"], cut=["URL"])
+                     ["ID", "URL", "EVENTS", "TEAM", "ACTIVE", "STATUS"], cut=["URL", "EVENTS"])
         for h in rows:  # each POST of such a hook is refused here: say why and what to do
             if not h.get("deliverable", True):
                 fix = ("https://... (the receiver's https address)" if h["url"].startswith("http://")

@@ -58,22 +58,18 @@ def columns() -> int | None:
 def fitted(widths: Sequence[int], cuttable: Sequence[bool], shortest: Sequence[int], gap: int,
            limit: int | None) -> list[int]:
     """Column widths whose line (with `gap` between columns) fits `limit`: the cuttable columns
-    narrowed, the widest first, none below its `shortest`. What cannot fit stays wider."""
-    out = list(widths)
-    if limit is None:
-        return out
-    over = sum(out) + gap * (len(out) - 1) - limit
-    while over > 0:
-        candidates = [i for i, c in enumerate(cuttable) if c and out[i] > shortest[i]]
-        if not candidates:
-            break
-        widest = max(candidates, key=lambda i: out[i])
-        others = [out[i] for i in candidates if out[i] < out[widest]]
-        # Down to the next widest (or its shortest, or just enough), so wide columns even out.
-        floor = max([shortest[widest], out[widest] - over] + others)
-        over -= out[widest] - floor
-        out[widest] = floor
-    return out
+    capped at one width, the widest that fits, so the widest are cut first and two long ones
+    share what is left alike; none below its `shortest`. What cannot fit stays wider."""
+    if limit is None or sum(widths) + gap * (len(widths) - 1) <= limit:
+        return list(widths)
+
+    def capped(cap: int) -> list[int]:
+        return [max(least, min(w, cap)) if cut else w for w, cut, least in zip(widths, cuttable, shortest, strict=True)]
+
+    cap = max((w for w, cut in zip(widths, cuttable, strict=True) if cut), default=0)
+    while cap > 0 and sum(capped(cap)) + gap * (len(widths) - 1) > limit:
+        cap -= 1
+    return capped(cap)
 
 
 def cut(text: str, columns: int, width: Callable[[str], int]) -> str:

@@ -150,3 +150,15 @@ def test_the_note_comes_under_the_table_in_one_file(alice_qm, fleet) -> None:
     lines = done.stdout.splitlines()
     note = next(i for i, line in enumerate(lines) if line.startswith("NAME cut to fit"))
     assert lines[0].startswith("ID") and "llama-" in lines[1] and note > 1, done.stdout
+
+
+def test_a_hooks_long_url_is_cut_in_notify_list(alice_qm, fleet) -> None:
+    url = "https://hooks.example.org/services/T024BE7LD/B08F2KJ1Q3V/" + "x" * 40
+    assert alice_qm("notify", "add", url).code == 0  # the default events: six of them, 50 characters
+
+    r = alice_qm("notify", "list", extra_env=AT_80)
+
+    assert r.code == 0, r.err
+    assert _widest(r.out) <= 80 and "https://hook" in r.out and url not in r.out, r.out
+    assert "URL, EVENTS cut to fit 80 columns: --wide shows them whole." in r.err
+    assert url in alice_qm("notify", "list", "--wide", extra_env=AT_80).out
