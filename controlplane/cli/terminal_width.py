@@ -3,11 +3,11 @@
 A table's column of free text (a job's NAME, a node's STATE with its cordon reason, a hook's
 URL) is as wide as its longest cell: one job named at length pushed every row of `qm list` past
 the terminal's edge, so each row wrapped and no column lined up. On a terminal such columns are
-cut, widest first, until the table fits (never below `SHORTEST` columns; the other columns are
-short codes, numbers and times and are never cut), each cut cell keeping its start and end
-around a `…`. `--wide` (and
-`--json`) give every cell whole; so does output to a pipe or file without COLUMNS, which a
-script reads whole (`qm list | grep …`), as `ps` and `systemctl` do.
+capped at one width, the widest that lets the table fit (never below `SHORTEST` columns; the
+other columns are short codes, numbers and times and are never cut), each cut cell keeping its
+start and end around a `…`. `--wide` (and `--json`) give every cell whole; so does output to a
+pipe or file without COLUMNS, which a script reads whole (`qm list | grep …`), as `ps` and
+`systemctl` do.
 """
 
 from __future__ import annotations
