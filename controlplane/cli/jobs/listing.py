@@ -83,9 +83,10 @@ def _page(api: Api, params: dict[str, Any]) -> dict[str, Any]:
     LARGEST_PAGE one after the other when the limit is larger (the API cuts a larger `limit` to its
     largest page without saying so: `--limit 1500` listed 1,000): the rows asked for, or every
     one the list has past the offset. A job listed twice (a newer one came in between two reads and
-    shifted the list by one) is kept once. `next` is the last read's: the rows after those."""
+    shifted the list by one) is kept once. `next` is the last read's (the rows after those),
+    `previous` the first's (the rows before them)."""
     want = params["limit"]
-    page = api.request("GET", "jobs/", params={**params, "limit": min(want, LARGEST_PAGE)})
+    page = first = api.request("GET", "jobs/", params={**params, "limit": min(want, LARGEST_PAGE)})
     rows = list(page["results"])
     seen = {j["id"] for j in rows}
     offset = int(params.get("offset") or 0) + len(page["results"])
@@ -95,7 +96,7 @@ def _page(api: Api, params: dict[str, Any]) -> dict[str, Any]:
         offset += len(page["results"])
         rows += [j for j in page["results"] if j["id"] not in seen]
         seen.update(j["id"] for j in page["results"])
-    return {**page, "results": rows[:want]}
+    return {**page, "previous": first.get("previous"), "results": rows[:want]}
 
 
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
