@@ -198,10 +198,12 @@ def cmd_config(api: Api, args: argparse.Namespace) -> int:
 
 def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     """Your team's quotas (admins and finance: every team's) with what each holds now."""
-    params: dict[str, Any] = {"limit": LARGEST_PAGE}
+    params: dict[str, Any] = {"limit": LARGEST_PAGE, "offset": 0}
     if args.team:
         params["team"] = args.team
-    page = api.request("GET", "quotas/", params=params)
+    # Every page: one (1,000 quotas) was printed as the whole list, the last teams' missing.
+    pages = list(api.pages("quotas/", params))
+    page = {**pages[-1], "previous": None, "results": [q for p in pages for q in p["results"]]}
     if args.json:
         output.emit_json(page)
         return 0
