@@ -54,11 +54,15 @@ class TeamSerializer(ConstraintCheckedModelSerializer):
         help_text="In the answer to a change that took the team out of its cohort: the borrowing and lending "
                   "limits cleared from its quotas, one line per quota (\"H100-80GB: borrowing limit 8\"), as its "
                   "TeamCohortChanged event says; empty otherwise.")
+    warnings = serializers.SerializerMethodField(
+        help_text="In the answer to a change that moved the team's cohort: per GPU type it holds more of than its "
+                  "nominal quota, what becomes of those GPUs (its running jobs keep them; who may reclaim them by "
+                  "preemption; whether it may start more), as the admin's team page says; empty otherwise.")
 
     class Meta:
         model = Team
         fields = ["id", "name", "description", "cohort", "default_priority_class", "priority_classes",
-                  "limits_cleared"]
+                  "limits_cleared", "warnings"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         classes = attrs.pop("priority_classes", None)  # many to many: not set on the unsaved candidate
@@ -74,6 +78,9 @@ class TeamSerializer(ConstraintCheckedModelSerializer):
 
     def get_limits_cleared(self, team: Team) -> list[str]:
         return list(getattr(team, "limits_cleared_now", []))
+
+    def get_warnings(self, team: Team) -> list[str]:
+        return list(getattr(team, "warnings_now", []))
 
 
 class ProjectSerializer(ConstraintCheckedModelSerializer):
@@ -107,7 +114,9 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
     warnings = serializers.SerializerMethodField(
         help_text="What this quota means that may not be meant, against the fleet's GPUs of its type (every node "
                   "not retired): a nominal or borrowing limit above them, and all teams' nominal quotas of the type "
-                  "adding up past them. Taken, not refused: capacity may be coming ([] when none).")
+                  "adding up past them. Taken, not refused: capacity may be coming ([] when none). In the answer to "
+                  "a change of the nominal or borrowing limit that leaves the team holding more than its nominal: "
+                  "how many, that its running jobs keep them, and who may reclaim them by preemption.")
 
     class Meta:
         model = Quota
@@ -150,7 +159,9 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         guaranteed = self.context.get("_guaranteed_gpus")
         if guaranteed is None:
             guaranteed = self.context["_guaranteed_gpus"] = quotas.guaranteed_by_type()
-        return quotas.above_fleet_warnings(obj, self._fleet_gpus(), guaranteed)
+        warnings = quotas.above_fleet_warnings(obj, self._fleet_gpus(), guaranteed)
+        held = getattr(obj, "held_above_nominal_now", None)  # set by the write that answers
+        return [held, *warnings] if held else warnings
 
     def _fleet_gpus(self) -> dict[int, int]:
         # The fleet's GPUs per type, read once per answer for `lent_gpus` and `warnings` both (a

@@ -185,6 +185,8 @@ class TeamViewSet(AdminWritableViewSet):
             moved = cohorts.record_team_move(team, before, self._actor())
             # the answer says what leaving cleared, as the event does (TeamSerializer.limits_cleared)
             team.limits_cleared_now = moved.data.get("limits_cleared", []) if moved is not None else []
+            # and what becomes of GPUs it holds above its nominal, as the admin's team page does
+            team.warnings_now = quotas.held_above_nominal_after_move(team, before) if moved is not None else []
 
 
 class ProjectViewSet(AdminWritableViewSet):
@@ -233,14 +235,23 @@ class QuotaViewSet(AdminWritableViewSet):
     def _record(self, quota: Quota, verb: str, before: dict[str, Any] | None) -> None:
         quotas.record_quota_change(quota, verb, before, f"user:{self.request.user.get_username()}")
 
+    def _said(self, quota: Quota, before: dict[str, Any] | None) -> None:
+        # The answer says what a change under what the team holds does, as the admin's quota
+        # page does on the same change (QuotaSerializer.get_warnings).
+        quota.held_above_nominal_now = quotas.held_above_nominal(quota, before)
+
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
-            self._record(serializer.save(), "created", None)
+            quota = serializer.save()
+            self._record(quota, "created", None)
+            self._said(quota, None)
 
     def perform_update(self, serializer: Any) -> None:
         with transaction.atomic():
             before = quotas.quota_record(serializer.instance)
-            self._record(serializer.save(), "changed", before)
+            quota = serializer.save()
+            self._record(quota, "changed", before)
+            self._said(quota, before)
 
     def perform_destroy(self, instance: Quota) -> None:
         with transaction.atomic():
