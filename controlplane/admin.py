@@ -67,6 +67,7 @@ from controlplane.services import (
     quota_text,
     quotas,
 )
+from controlplane.services import jobs as job_service
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
@@ -685,6 +686,8 @@ class PriorityClassAdmin(ConfigAudited):
             self.message_user(request, f"{shared}.", level=messages.WARNING)
         if {"preemption_budget", "preemptible"} & set(form.changed_data) and (none := obj.budget_warning()):
             self.message_user(request, f"{none}.", level=messages.WARNING)
+        if change and "max_runtime_limit_s" in form.changed_data and (beyond := job_service.beyond_class_maximum(obj)):
+            self.message_user(request, beyond, level=messages.WARNING)
         touched = {"grace_period_s", "preemptible", "min_runtime_s"} & set(form.changed_data)
         if not change or not touched:
             return

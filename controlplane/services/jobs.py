@@ -400,6 +400,35 @@ def runtime_limit_problem(limit: int, priority_class: PriorityClass) -> str:
             f"({most} s), which is {limit_words(most)}")
 
 
+def beyond_class_maximum(priority_class: PriorityClass) -> str | None:
+    """What an admin should know after lowering a class's maximum runtime limit under the limits
+    of its unfinished jobs, or None when every one fits. They keep their limits (the maximum is
+    checked when a job is submitted or changed, `runtime_limit_problem`), as Slurm's jobs keep
+    theirs under a lowered QOS MaxWall and a stop keeps the grace it was given: said, with the
+    jobs, so the admin can bring them under it. Two queries."""
+    most = priority_class.max_runtime_limit_s
+    beyond = Job.objects.filter(priority_class=priority_class, runtime_limit_s__gt=most,
+                                state__in=(JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING))
+    first = list(beyond.order_by("pk").values_list("pk", "state", "runtime_limit_s")[:_NAMED_BEYOND])
+    if not first:
+        return None
+    count = len(first) if len(first) < _NAMED_BEYOND else beyond.count()
+    state_words = {JobState.PENDING: "waiting", JobState.RUNNING: "running", JobState.PREEMPTING: "stopping"}
+    named = ", ".join(f"job {pk} ({state_words[JobState(state)]}, {limit_words(limit)})" for pk, state, limit in first)
+    more = f" and {count - len(first)} more" if count > len(first) else ""
+    one = count == 1
+    return (f"{counted(count, 'job')} of class {priority_class.name} {'has' if one else 'have'} a runtime limit beyond "
+            f"its new maximum of {limit_words(most)} ({most} s): {named}{more}. "
+            f"{'It keeps its limit' if one else 'They keep their limits'}: a class's maximum is checked when a job is "
+            f"submitted or changed, not while it waits or runs. To hold {'it' if one else 'them'} to it, lower "
+            f"{'its' if one else 'their'} runtime_limit_s (PATCH jobs/{{id}}/, qm update JOB --time) or cancel "
+            f"{'it' if one else 'them'}.")
+
+
+#: How many of the jobs beyond a lowered maximum `beyond_class_maximum` names (the rest counted).
+_NAMED_BEYOND = 5
+
+
 def env_problem(env: dict[str, Any]) -> str:
     """What is wrong with a job's env for Quartermaster, "" when nothing: a name it sets itself
     (RESERVED_ENV_NAMES) would be overwritten in each process, or, where the shape sets none

@@ -178,7 +178,9 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
                   "and their waiting jobs are not ordered by class ([] when none).")
     warnings = serializers.SerializerMethodField(
         help_text="What this class's settings mean that may not be meant: a value shared with other classes, a "
-                  "preemption budget of 0 (its jobs are never preempted, borrowed GPUs included).")
+                  "preemption budget of 0 (its jobs are never preempted, borrowed GPUs included); in the answer to a "
+                  "change that lowered max_runtime_limit_s under the limits of unfinished jobs of the class, those "
+                  "jobs (they keep their limits).")
 
     class Meta:
         model = PriorityClass
@@ -200,7 +202,9 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
 
     def get_warnings(self, obj: PriorityClass) -> list[str]:
         warnings = (obj.value_shared_warning(self.get_same_value_as(obj)), obj.budget_warning())
-        return [f"{warning}." for warning in warnings if warning]
+        said = [f"{warning}." for warning in warnings if warning]
+        beyond = getattr(obj, "beyond_maximum_now", None)  # set by the write that answers
+        return [*said, beyond] if beyond else said
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         default = attrs.get("default_runtime_limit_s", getattr(self.instance, "default_runtime_limit_s", 4 * 3600))

@@ -57,6 +57,7 @@ from controlplane.filtersets import (
 )
 from controlplane.models import AllocationGpu, Cohort, GpuType, Node, PriceRate, PriorityClass, Quota
 from controlplane.services import access, cohorts, config_audit, maintenance, nodes, quotas
+from controlplane.services import jobs as job_service
 
 
 class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
@@ -264,6 +265,14 @@ class PriorityClassViewSet(AdminWritableViewSet):
     serializer_class = PriorityClassSerializer
     filterset_class = PriorityClassFilterSet
     queryset = PriorityClass.objects.all()
+
+    def perform_update(self, serializer: Any) -> None:
+        """A maximum runtime limit lowered under unfinished jobs' limits is said in the answer
+        (PriorityClassSerializer.get_warnings), as on the admin's page: they keep them."""
+        most = serializer.instance.max_runtime_limit_s
+        super().perform_update(serializer)
+        if serializer.instance.max_runtime_limit_s < most:
+            serializer.instance.beyond_maximum_now = job_service.beyond_class_maximum(serializer.instance)
 
 
 class GpuTypeViewSet(AdminWritableViewSet):
