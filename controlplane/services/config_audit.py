@@ -47,6 +47,7 @@ from controlplane.models import (
 )
 from controlplane.models.events import actor_name
 from controlplane.services import api_tokens, cohorts, maintenance, nodes, notifications, quotas
+from controlplane.services import jobs as job_service
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
 
@@ -653,12 +654,14 @@ def deletion_consequences(obj: models.Model) -> list[str]:
                 f"more {obj.gpu_type.name} work"]
     if not isinstance(obj, PriorityClass):
         return []
-    teams = list(Team.objects.filter(default_priority_class_id=obj.pk).order_by("name").values_list("name", flat=True))
-    fallback = PriorityClass.objects.exclude(pk=obj.pk).order_by("value", "name").first()
-    gets = (f"will get {fallback}, the lowest class" if fallback is not None
-            else "will be refused, as no class is left")
-    lines = [f"Team {name}: its default class becomes none; its jobs submitted without a class {gets} "
-             "(set another default on the team's page)" for name in teams]
+    lines = []
+    for team in Team.objects.filter(default_priority_class_id=obj.pk).order_by("name"):
+        fallback = job_service.lowest_class_for(team, without=obj)
+        limited = team.priority_classes.exclude(pk=obj.pk).exists()
+        gets = (f"will get {fallback}, the lowest class{' it may use' if limited else ''}" if fallback is not None
+                else "will be refused, as no class is left")
+        lines.append(f"Team {team.name}: its default class becomes none; its jobs submitted without a class {gets} "
+                     "(set another default on the team's page)")
     # A team limited to this class alone is refused (deletion_refused); the others keep the rest.
     for team in _teams_using(obj).prefetch_related("priority_classes"):
         names = sorted(c.name for c in team.priority_classes.all())

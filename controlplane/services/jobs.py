@@ -281,7 +281,7 @@ def _read_statement(
     named_team: bool, named_class: bool, named_project: bool
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """One statement for everything a submit reads: the team (named, else the user's first),
-    the priority class (named, else the team's default, else the lowest), the project, and the
+    the priority class (named, else the team's default, else the lowest it may use), the project, and the
     fleet's version. Built once per process and per combination of names given, from the
     models' metadata: each variant is plain joins PostgreSQL plans quickly, where one statement
     for all cases would branch on its parameters."""
@@ -303,10 +303,15 @@ def _read_statement(
     team_filter = (
         "name = %(team)s::text" if named_team else "id = ANY(%(team_ids)s::bigint[]) ORDER BY name LIMIT 1"
     )
+    allowed = Team.priority_classes.through._meta
+    allowed_team, allowed_class = (quote(allowed.get_field(name).column) for name in ("team", "priorityclass"))
+    # the lowest class the team may use (lowest_class_for): among its chosen ones, else any
+    chosen = f"SELECT a.{allowed_class} FROM {quote(allowed.db_table)} a WHERE a.{allowed_team} = tm.id"
     class_join = (
         f"LEFT JOIN {class_table} pc ON pc.name = %(klass)s::text" if named_class
         else f"LEFT JOIN {class_table} pc ON pc.id = COALESCE(tm.default_priority_class_id, "
-             f"(SELECT id FROM {class_table} ORDER BY value, name LIMIT 1))"
+             f"(SELECT c.id FROM {class_table} c WHERE c.id IN ({chosen}) OR NOT EXISTS ({chosen}) "
+             "ORDER BY c.value, c.name LIMIT 1))"
     )
     project_columns = (
         ", ".join("pr." + quote(c) for c in project_fields) if named_project
@@ -316,7 +321,6 @@ def _read_statement(
         f"LEFT JOIN {quote(Project._meta.db_table)} pr ON pr.team_id = tm.id AND pr.name = %(project)s::text"
         if named_project else ""
     )
-    allowed = Team.priority_classes.through._meta
     allowed_column = (
         f"(SELECT array_agg(a.{quote(allowed.get_field('priorityclass').column)}) FROM {quote(allowed.db_table)} a "
         f"WHERE a.{quote(allowed.get_field('team').column)} = tm.id)"
@@ -663,6 +667,18 @@ def classes_offered(who: access.Access, teams: Sequence[Team],
     return offered
 
 
+def lowest_class_for(team: Team, without: PriorityClass | None = None) -> PriorityClass | None:
+    """The class a job of `team` submitted without one gets when the team has no default: the
+    lowest class the team may use (its chosen classes, Team.priority_classes; every class when
+    none are chosen). The lowest class there is would refuse every such submit of a team whose
+    classes do not include it ("team 'serving' may submit in production, not 'best-effort'").
+    `without`: a class about to be deleted, left out (of the chosen ones too)."""
+    classes = PriorityClass.objects.all() if without is None else PriorityClass.objects.exclude(pk=without.pk)
+    chosen = classes.filter(pk__in=Team.priority_classes.through.objects.filter(team_id=team.pk)
+                            .values("priorityclass_id"))
+    return (chosen if chosen.exists() else classes).order_by("value", "name").first()
+
+
 def _read_with_orm(
     user: AbstractBaseUser, req: SubmitRequest
 ) -> tuple[Team | None, PriorityClass | None, Project | None, _Fleet]:
@@ -675,7 +691,7 @@ def _read_with_orm(
     if req.priority_class:
         priority_class = PriorityClass.objects.filter(name=req.priority_class).first()
     elif team is not None:
-        priority_class = team.default_priority_class or PriorityClass.objects.order_by("value", "name").first()
+        priority_class = team.default_priority_class or lowest_class_for(team)
     project = Project.objects.filter(team=team, name=req.project).first() if req.project and team else None
     if team is not None:
         team.allowed_class_ids = frozenset(  # type: ignore[attr-defined]
