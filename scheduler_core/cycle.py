@@ -425,9 +425,15 @@ def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> b
         if o.gpu_type is not None or quota_split(ctx, spec, o, smallest, ever=True) is not None:
             return False
         split_refused = smallest.largest_member
+    # A team known to be in no cohort (it has quotas, none in a cohort) borrows from no one, and
+    # a borrowing limit on its quota is refused (it would never apply): its remedy is a larger
+    # quota or a cohort to borrow from.
+    cohorts = [q.cohort for (team, _), q in ctx.ledger.quota.items() if team == spec.team]
+    in_no_cohort = bool(cohorts) and all(c is None for c in cohorts)
     _settle(ctx, spec, Outcome(
         ReasonCode.CAN_NEVER_RUN, never_under_quota(ctx, spec, shape.options, smallest.gpus, split_refused),
-        False, f"team {spec.team}'s quota or borrowing limit grows",
+        False, f"team {spec.team}'s quota grows, or it joins a cohort with GPUs to lend" if in_no_cohort
+        else f"team {spec.team}'s quota or borrowing limit grows",
     ))
     return True
 
