@@ -308,6 +308,17 @@ class KeepsOthersChanges(DeletesSelectedLocked, NamedControls, ShownWhole, Integ
         request._deleting_record = True  # get_object locks the record for its deletion
         return super().delete_view(request, object_id, extra_context)
 
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):  # type: ignore[no-untyped-def]
+        """A save refused on its fields heads the page (its title, heading and breadcrumb) with
+        the record as stored: Django's form writes the values sent onto the record before the
+        model's checks refuse them, and the page read "language × H100-80GB: 5000000" above the
+        refusal of that 5000000, nothing saved."""
+        if change and obj is not None and obj.pk is not None and context.get("errors"):
+            stored = self.model._base_manager.filter(pk=obj.pk).first()
+            if stored is not None:
+                context["subtitle"], context["original"] = str(stored), stored
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
     def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
         super().save_related(request, form, formsets, change)
         for each in [form, *(f for formset in formsets for f in formset.forms)]:
