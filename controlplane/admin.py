@@ -604,6 +604,17 @@ class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
     def get_queryset(self, request: HttpRequest) -> Any:
         return quotas.with_held_gpus(super().get_queryset(request))
 
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):  # type: ignore[no-untyped-def]
+        """A save locks the rows of the teams it judges (the quota's and the one it names)
+        before the quota's own (get_object) and before either is read, as a team's move out of
+        its cohort takes them: a limit saved while the move is in flight waits for it and is
+        judged in no cohort (quotas.lock_teams_for_quota_write)."""
+        if request.method != "POST":
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with transaction.atomic(using=router.db_for_write(self.model)):
+            quotas.lock_teams_for_quota_write(quota_pk=object_id, team_pk=request.POST.get("team"))
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The page's quotas with what each lends now (quotas.lent_now: three queries)."""
         changelist = super().get_changelist_instance(request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Case, Count, IntegerField, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
 
 from controlplane.choices import EventKind, NodeState
 from controlplane.models import AllocationGpu, Event, Node, Quota, Team
@@ -82,6 +82,30 @@ def clear_limits_out_of_cohort(team: Team, left: str, actor: str) -> list[str]:
             "no borrowing or lending limit; set them again once it joins a cohort)"))
         lines.append(was)
     return lines
+
+
+def lock_teams_for_quota_write(quota_pk: Any = None, team_pk: Any = None, team_name: Any = None) -> None:
+    """Lock the rows of the teams a quota write judges (the quota's stored team, and the team
+    the write names, by key or by name), FOR NO KEY UPDATE, by key, before the quota's own row
+    and before they are read for the write. A quota's limits are judged against its team's
+    cohort (Quota._refuse_limits_without_cohort), and a team's move out of its cohort locks the
+    team, then clears its quotas' limits (clear_limits_out_of_cohort): locked in that order, a
+    limit set while the move is in flight waits for it and is judged in no cohort, and a move
+    after the limit waits for it and clears it. Before, the write read the team unlocked, judged
+    the limit against the cohort the team was leaving and saved it after the move had found
+    nothing to clear. Call it inside the write's transaction; values that name no team lock
+    nothing (the write then says what is wrong with them)."""
+    teams = Q(pk__in=Quota.objects.filter(pk=quota_pk).values("team_id")) if _a_key(quota_pk) else Q(pk__in=[])
+    if _a_key(team_pk):
+        teams |= Q(pk=team_pk)
+    if isinstance(team_name, str) and team_name:
+        teams |= Q(name=team_name)
+    list(Team.objects.select_for_update(no_key=True).filter(teams).order_by("pk").values_list("pk", flat=True))
+
+
+def _a_key(value: Any) -> bool:
+    return isinstance(value, int) or (isinstance(value, str) and value.isascii() and value.isdigit()
+                                      and len(value) < 19)
 
 
 def limits_on_quotas(team: Team) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import (
     Count,
@@ -236,6 +237,14 @@ class QuotaViewSet(AdminWritableViewSet):
     def _record(self, quota: Quota, verb: str, before: dict[str, Any] | None) -> None:
         quotas.record_quota_change(quota, verb, before, f"user:{self.request.user.get_username()}")
 
+    def _named_team(self) -> Any:
+        return self.request.data.get("team") if isinstance(self.request.data, dict) else None
+
+    def _lock_record(self, *, key: bool = False) -> None:
+        # its team's row before its own, as a team's move takes them (quotas.lock_teams_for_quota_write)
+        quotas.lock_teams_for_quota_write(quota_pk=self.kwargs.get("pk"), team_name=self._named_team())
+        super()._lock_record(key=key)
+
     def _said(self, quota: Quota, before: dict[str, Any] | None) -> None:
         # The answer says what a change under what the team holds does, as the admin's quota
         # page does on the same change (QuotaSerializer.get_warnings).
@@ -243,9 +252,24 @@ class QuotaViewSet(AdminWritableViewSet):
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
+            self._judge_cohort_locked(serializer.validated_data)
             quota = serializer.save()
             self._record(quota, "created", None)
             self._said(quota, None)
+
+    def _judge_cohort_locked(self, attrs: dict[str, Any]) -> None:
+        """A new quota's limits judged again against its team's cohort under the team's row lock
+        (quotas.lock_teams_for_quota_write): the checks read the team unlocked, and a move out of
+        its cohort may have committed since (a change locks the team before its checks)."""
+        team = attrs["team"]
+        quotas.lock_teams_for_quota_write(team_pk=team.pk)
+        team.refresh_from_db(fields=["cohort"])
+        candidate = Quota(team=team, borrowing_limit=attrs.get("borrowing_limit"),
+                          lending_limit=attrs.get("lending_limit"))
+        try:
+            candidate._refuse_limits_without_cohort()
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
 
     def perform_update(self, serializer: Any) -> None:
         with transaction.atomic():
