@@ -3,6 +3,7 @@ or the admin UI, is recorded as a quota.changed event with the quota before and 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
@@ -98,9 +99,13 @@ def lock_teams_for_quota_write(quota_pk: Any = None, team_pk: Any = None, team_n
     teams = Q(pk__in=Quota.objects.filter(pk=quota_pk).values("team_id")) if _a_key(quota_pk) else Q(pk__in=[])
     if _a_key(team_pk):
         teams |= Q(pk=team_pk)
-    if isinstance(team_name, str) and team_name:
+    if isinstance(team_name, str) and _A_SLUG.fullmatch(team_name):  # a NUL or a lone surrogate fails the read
         teams |= Q(name=team_name)
     list(Team.objects.select_for_update(no_key=True).filter(teams).order_by("pk").values_list("pk", flat=True))
+
+
+#: What a team's name may be (Team.name, an ASCII slug): anything else names no team.
+_A_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,64}")
 
 
 def _a_key(value: Any) -> bool:

@@ -13,6 +13,7 @@ second is judged against what the first did."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -80,3 +81,15 @@ def test_a_limit_that_waits_on_no_move_is_taken_as_before(committed_fleet: Fleet
     assert answer.status_code == 200, answer.json()
     quota.refresh_from_db()
     assert quota.borrowing_limit == 8
+
+
+@pytest.mark.parametrize("team", ["ml\u0000", "\udbd8ml", "m" * 200, ["ml"], 7])
+def test_a_team_that_could_name_no_team_is_refused_on_the_field_not_a_500(committed_fleet: Fleet, team: Any) -> None:
+    fleet = committed_fleet
+    quota = Quota.objects.get(team=fleet.ml, gpu_type=fleet.h100)
+
+    answer = client_for(fleet, "admin").patch(f"{J}/quotas/{quota.pk}/", json.dumps({"team": team}),
+                                              content_type="application/json")  # ASCII, surrogates escaped
+
+    assert answer.status_code == 400, answer.content
+    assert list(answer.json()["errors"]) == ["team"], answer.json()
