@@ -418,11 +418,17 @@ def beyond_class_maximum(priority_class: PriorityClass) -> str | None:
         return None
     count = len(first) if len(first) < _NAMED_BEYOND else beyond.count()
     state_words = {JobState.PENDING: "waiting", JobState.RUNNING: "running", JobState.PREEMPTING: "stopping"}
-    named = ", ".join(f"job {pk} ({state_words[JobState(state)]}, {limit_words(limit)})" for pk, state, limit in first)
+    most_said = limit_words(most)
+
+    def said(limit: int) -> str:  # in seconds where the words round to the maximum's ("10 min" beyond "10 min")
+        words = limit_words(limit)
+        return f"{limit} s" if words == most_said else words
+
+    named = ", ".join(f"job {pk} ({state_words[JobState(state)]}, {said(limit)})" for pk, state, limit in first)
     more = f" and {count - len(first)} more" if count > len(first) else ""
     one = count == 1
     return (f"{counted(count, 'job')} of class {priority_class.name} {'has' if one else 'have'} a runtime limit beyond "
-            f"its new maximum of {limit_words(most)} ({most} s): {named}{more}. "
+            f"its new maximum of {most_said} ({most} s): {named}{more}. "
             f"{'It keeps its limit' if one else 'They keep their limits'}: a class's maximum is checked when a job is "
             f"submitted or changed, not while it waits or runs. To hold {'it' if one else 'them'} to it, lower "
             f"{'its' if one else 'their'} runtime_limit_s (PATCH jobs/{{id}}/, qm update JOB --time) or cancel "

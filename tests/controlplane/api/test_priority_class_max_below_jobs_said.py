@@ -101,3 +101,14 @@ def test_many_jobs_are_counted_and_the_first_named(fleet, admin) -> None:
     [said] = _said(r.json()["warnings"])
     assert said.startswith("7 jobs of class research have a runtime limit beyond")
     assert said.count("(waiting, 2 days)") == 5 and "and 2 more." in said
+
+
+def test_a_limit_whose_words_round_to_the_maximums_is_said_in_seconds(fleet, admin) -> None:
+    job = f.make_job(fleet.ml, fleet.research, runtime_limit_s=610)
+
+    r = admin.patch(f"{J}/priority-classes/{fleet.research.pk}/",
+                    {"max_runtime_limit_s": 600, "default_runtime_limit_s": 600}, format="json")
+
+    [said] = _said(r.json()["warnings"])
+    assert said.startswith(f"1 job of class research has a runtime limit beyond its new maximum of 10 min (600 s): "
+                           f"job {job.pk} (waiting, 610 s). It keeps its limit:"), said
