@@ -162,7 +162,7 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
     """What an admin should know after a change (``before``: the quota as it was, from
     :func:`quota_record`; None for a new one) leaves `quota`'s team holding more than its
     nominal, or None. Nothing for a change that moved neither the nominal nor the borrowing
-    limit: it changed nothing of this.
+    limit, nor the quota to another team or GPU type: it changed nothing of this.
 
     Changing a quota stops nothing by itself: the team's running jobs keep their GPUs, and it
     starts no more work of that type while it holds more than nominal plus what it may borrow.
@@ -170,8 +170,9 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
     guarantee reclaims it by preemption: of its cohort, or of any cohort once the team's side
     holds more above nominal than it lends itself (a team in no cohort: anything above its
     nominal) (docs/operations.md, *Changing quotas on a running fleet*)."""
-    if before is not None and (before.get("nominal_gpus"), before.get("borrowing_limit")) == (
-            quota.nominal_gpus, quota.borrowing_limit):
+    if before is not None and (before.get("nominal_gpus"), before.get("borrowing_limit"), before.get("team"),
+                               before.get("gpu_type")) == (quota.nominal_gpus, quota.borrowing_limit,
+                                                           quota.team.name, quota.gpu_type.name):
         return None
     held = held_gpus(quota)
     over, limit, kind = held - quota.nominal_gpus, quota.borrowing_limit, quota.gpu_type.name

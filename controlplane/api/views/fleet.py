@@ -275,6 +275,9 @@ class QuotaViewSet(AdminWritableViewSet):
         with transaction.atomic():
             before = quotas.quota_record(serializer.instance)
             quota = serializer.save()
+            if (before["team"], before["gpu_type"]) != (quota.team.name, quota.gpu_type.name):
+                # moved: what it read held was the old team's or type's (quotas.with_held_gpus)
+                quota.__dict__.pop("held_gpus", None)
             self._record(quota, "changed", before)
             self._said(quota, before)
 

@@ -108,3 +108,16 @@ def test_a_team_change_that_moves_no_cohort_says_nothing(fleet, admin, ml_runs_1
 
     assert r.status_code == 200 and r.json()["warnings"] == [], r.json()
     assert admin.get(f"{J}/teams/{fleet.ml.pk}/").json()["warnings"] == []
+
+
+def test_a_quota_moved_to_another_team_answers_with_that_teams_holdings(fleet, admin) -> None:
+    now = timezone.now()
+    quota = f.make_quota(fleet.vision, fleet.a100, 4)
+    hold(running_job(fleet.ml, gpus=8, started_at=now), [(fleet.nodes[4], 8)], now)
+
+    r = admin.patch(f"{J}/quotas/{quota.pk}/", {"team": "ml"}, format="json")
+
+    assert r.status_code == 200, r.json()
+    assert (r.json()["team"], r.json()["held_gpus"], r.json()["borrowed_gpus"]) == ("ml", 8, 4)
+    [said] = [w for w in r.json()["warnings"] if "holds" in w]
+    assert said.startswith("Team ml holds 8 A100-40GB GPUs now, 4 above its nominal 4.")
