@@ -147,10 +147,11 @@ def with_held_gpus(queryset: QuerySet[Quota]) -> QuerySet[Quota]:
     return queryset.annotate(held_gpus=Case(*cases, default=Value(0), output_field=IntegerField()))
 
 
-def held_gpus(quota: Quota) -> int:
+def held_gpus(quota: Quota, *, fresh: bool = False) -> int:
     """The GPUs of the quota's type its team's live allocations hold now (the annotation of
-    :func:`with_held_gpus` when the quota came from it)."""
-    annotated = getattr(quota, "held_gpus", None)
+    :func:`with_held_gpus` when the quota came from it; ``fresh``: counted again, for a quota
+    moved to another team or type since it was read)."""
+    annotated = None if fresh else getattr(quota, "held_gpus", None)
     if annotated is not None:
         return int(annotated)
     return AllocationGpu.held().filter(
@@ -174,7 +175,9 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
                                before.get("gpu_type")) == (quota.nominal_gpus, quota.borrowing_limit,
                                                            quota.team.name, quota.gpu_type.name):
         return None
-    held = held_gpus(quota)
+    moved_elsewhere = before is not None and (before.get("team"), before.get("gpu_type")) != (
+        quota.team.name, quota.gpu_type.name)
+    held = held_gpus(quota, fresh=moved_elsewhere)
     over, limit, kind = held - quota.nominal_gpus, quota.borrowing_limit, quota.gpu_type.name
     if over <= 0:
         return None

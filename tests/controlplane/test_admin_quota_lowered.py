@@ -89,3 +89,15 @@ def test_a_team_in_no_cohort_is_told_any_owed_team_reclaims_what_it_holds(fleet,
     [warning] = [w for w in _warnings(r) if "holds" in w]
     assert ("It is in no cohort, so it borrows the 10 above nominal from the teams whose guarantee they are: a team "
             "of any cohort owed its guarantee may reclaim them by preemption") in warning
+
+
+def test_a_quota_moved_to_a_team_holding_more_than_it_is_said_with_that_teams_numbers(fleet, browser) -> None:
+    now = timezone.now()
+    quota = f.make_quota(fleet.vision, fleet.a100, 4)
+    hold(running_job(fleet.ml, gpus=8, started_at=now), [(fleet.nodes[4], 8)], now)
+
+    r = browser.post(f"/admin/controlplane/quota/{quota.pk}/change/", _quota_form(quota, team=fleet.ml.pk),
+                     follow=True)
+
+    assert r.status_code == 200 and Quota.objects.get(pk=quota.pk).team_id == fleet.ml.pk
+    assert [w for w in _warnings(r) if w.startswith("Team ml holds 8 A100-40GB GPUs now, 4 above its nominal 4.")]
