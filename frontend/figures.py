@@ -476,11 +476,16 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
     for k, colour in enumerate(palette):
         scale.append([k / n, colour])
         scale.append([(k + 1) / n, colour])
-    height = max(260, min(2400, 18 * len(rows) + 110))
+    # The slot axis is on top, its title in the top margin with the chart's: the chart's title
+    # is pinned to the top edge and the margin holds both, one above the other. Plotly's default
+    # put the title half-way down the margin, across the centred axis title once the chart is
+    # narrow (a phone's 390 px: tests/frontend/test_heatmap_titles_apart_browser.py).
+    top, bottom = 88, 20
+    height = max(260, min(2400, 18 * len(rows) + 110 + top - 70))
     # The colour bar's share of the plot: room for every category's label (40 px each, its title
     # and padding included) however few the rows, or a one-node job page draws "this job" over
     # "free".
-    plot_px = height - 90  # the layout's top and bottom margins
+    plot_px = height - top - bottom
     bar_len = min(1.0, max(0.3, (COLOURBAR_LABEL_PX * n + 30) / plot_px))
     data: list[dict[str, Any]] = [{
         "type": "heatmap", "z": z, "x": list(range(width)), "y": labels, "text": text,
@@ -505,9 +510,10 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
                "showgrid": False, "zeroline": False},
         yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "rangemode": "normal",
                "tickfont": {"size": 10 if len(rows) > 40 else 12}},
-        margin={"l": 140, "r": 20, "t": 70, "b": 20},
+        margin={"l": 140, "r": 20, "t": top, "b": bottom},
         showlegend=False,
     )
+    layout["title"] = {**layout["title"], "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}}
     free = sum(r.free for r in rows if _takes_work(r))
     return Chart(key, title, caption, _figure(data, layout), height=height,
                  notes={"free_gpus": free, "gpus": sum(len(r.slots) for r in rows)})
