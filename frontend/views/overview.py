@@ -145,23 +145,30 @@ def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
             "oldest wait are that old, and nothing new is admitted until it is back; the other tiles count now.")
 
 
-def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None, str]:
+def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None, str, str]:
     """The window asked for, every team's name, the team whose queue is asked for (if any), and
-    what is wrong with the window asked for ("" for nothing: `window_choice`)."""
+    what is wrong with the window and with the team asked for ("" for nothing: `window_choice`;
+    a team no longer or never there is said, and the queue of all teams shown, not dropped
+    unsaid under a filter that still read as set)."""
     window, window_error = window_choice(request.GET.get("window"))
     teams = list(Team.objects.order_by("name").values_list("name", flat=True))
-    team = request.GET.get("team") or None
-    return window, teams, team if team in teams else None, window_error
+    team = (request.GET.get("team") or "").strip() or None
+    team_error = ""
+    if team is not None and team not in teams:
+        team_error = (f"team: no team named '{team[:40]}' (the teams are {', '.join(teams[:20])}"
+                      f"{', …' if len(teams) > 20 else ''}); showing the queue of all teams.")
+        team = None
+    return window, teams, team, window_error, team_error
 
 
 @login_required
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    window, teams, team, window_error = _filters(request)
+    window, teams, team, window_error, team_error = _filters(request)
     payload = overview_payload(request, window, team)
     return render(request, "frontend/overview.html", {
         "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
-        "window_error": window_error,
+        "window_error": window_error, "team_error": team_error,
         "charts": {c.key: c for c in payload["charts"]}, "text": payload["text"],
         "live_url": reverse("frontend:overview-json") + "?" + urlencode({"window": window.key, "team": team or ""}),
     })
@@ -170,6 +177,6 @@ def overview(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def overview_json(request: HttpRequest) -> JsonResponse:
-    window, _, team, _ = _filters(request)
+    window, _, team, _, _ = _filters(request)
     payload = overview_payload(request, window, team)
     return JsonResponse({"charts": figures.charts_json(payload["charts"]), "text": payload["text"]})
