@@ -63,6 +63,7 @@ from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollu
 from controlplane.models.usage import RollupBucket
 from controlplane.services import job_costs
 from controlplane.services.history_text import gpus_held_text
+from controlplane.services.spreadsheet_cells import text_cell
 from scheduler_core.sentences import counted
 
 _HOUR_S = Decimal(3600)
@@ -474,16 +475,6 @@ CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code"
                "finished_at", "elapsed_s", "elapsed", "gpus", "last_run_gpus", "gpu_hours", "lost_gpu_hours", "ran_on", "cost_usd"]
 
 
-#: A cell a spreadsheet would read as a formula starts with one of these (OWASP's CSV injection).
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _text_cell(text: str) -> str:
-    """A name someone typed (a job's, a project's), as a spreadsheet shows it rather than runs it:
-    `=HYPERLINK(…)` is written `'=HYPERLINK(…)`."""
-    return "'" + text if text.startswith(_FORMULA_STARTS) else text
-
-
 def csv_cells(row: HistoryRow) -> list[str]:
     job = row.job
     return _csv_cells(job.pk, job.name, job.team.name, job.project.name if job.project else "",
@@ -499,7 +490,7 @@ def _csv_cells(pk: int, name: str, team: str, project: str, user: str, state: st
                cost_usd: Decimal | None) -> list[str]:
     """A CSV row's cells, each figure as the table's row says it (`HistoryRow`), in full."""
     return [
-        str(pk), _text_cell(name), _text_cell(team), _text_cell(project), _text_cell(user), state,
+        str(pk), text_cell(name), text_cell(team), text_cell(project), text_cell(user), state,
         "" if exit_code is None else str(exit_code), _second(submitted_at), _second(started_at), _second(finished_at),
         "" if elapsed_s is None else str(elapsed_s), clock(elapsed_s), str(gpus), "" if last_run is None else str(last_run),
         f"{gpu_hours:.4f}", f"{lost_gpu_hours:.4f}", " ".join(ran_on),

@@ -55,6 +55,7 @@ from controlplane.services.accounting import (
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from controlplane.services.showback_names import IDLE, TOTAL, UNALLOCATED, project_key
+from controlplane.services.spreadsheet_cells import text_cell
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 
 GROUP_BY = ("team", "project", "job", "priority_class")
@@ -1117,17 +1118,18 @@ def showback_csv(report: Showback) -> str:
             return _fmt(h[column], _HOURS_Q)
 
         per_token = entry.usd_per_useful_token
+        # Names as text a spreadsheet shows (`text_cell`): a job's name is anyone's free text.
         return [
-            entry.name, hours("allocated"), hours("active"),
+            text_cell(entry.name), hours("allocated"), hours("active"),
             hours("productive"), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
             _fmt(per_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
             _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
             str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
             hours("lost"), hours("idle") if fleet_row else "",
             _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
-            *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
-               str(entry.properties.get("project", ""))) if by_job else ()),
-            *((str(entry.properties.get("team", "")), _project_name(entry)) if by_project else ()),
+            *((text_cell(str(entry.properties.get("job", ""))), text_cell(str(entry.properties.get("team", ""))),
+               text_cell(str(entry.properties.get("project", "")))) if by_job else ()),
+            *((text_cell(str(entry.properties.get("team", ""))), text_cell(_project_name(entry))) if by_project else ()),
             *period, entry.kind,
         ]
 
