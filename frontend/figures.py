@@ -352,6 +352,10 @@ def stranded_gpus(samples: Sequence[Mapping[str, Any]], *, until: datetime | Non
                         NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces, until=until)
 
 
+#: Line dashes of the pools' lines, in the pools' name order.
+POOL_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
 def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequence[str] = (), *,
                        until: datetime | None = None) -> Chart:
     """One line per pool: the pools the samples name and `fleet_pools` (the fleet's pools now).
@@ -360,10 +364,14 @@ def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequen
     pools = sorted({p for s in samples for p in (s["largest_free_block_by_pool"] or {})} | set(fleet_pools))
 
     def traces(x: list[str]) -> list[dict[str, Any]]:
+        # Pools often read the same (8 and 8 while each has a free node, 0 and 0 when full): each
+        # after the first is dashed in its own pattern, so a line drawn over another shows it
+        # through its gaps (one style for all hid the first pools wholly under the last).
         return [
-            {"type": "scatter", "mode": "lines", "name": pool, "x": x, "line": {"shape": "hv"},
+            {"type": "scatter", "mode": "lines", "name": pool, "x": x,
+             "line": {"shape": "hv", "dash": POOL_DASHES[i % len(POOL_DASHES)]},
              "y": [(s["largest_free_block_by_pool"] or {}).get(pool, 0) for s in samples]}
-            for pool in pools
+            for i, pool in enumerate(pools)
         ]
 
     chart = _time_series("free_block", "Largest free block per pool",
