@@ -8,8 +8,8 @@ ETAs: a reservation or a nomination knows its start; a job over quota gets the t
 own jobs will have released enough GPUs by their runtime limits, or the first release time at
 which its gang fits if that is later (it needs both); a job short of capacity gets
 the later of two estimates (:class:`~scheduler_core.release_timeline.ReleaseTimeline`): the first
-release time at which enough capable GPUs (and nodes with room for its largest member) are
-free, and the time by which the capacity of its node classes has run the work of the jobs ahead
+release time at which enough capable GPUs (and a node with room for each member that needs
+one of its own) are free, and the time by which the capacity of its node classes has run the work of the jobs ahead
 of it in the queue that wait for the same classes, for GPUs or only for a maintenance window
 (their GPUs x runtime limits, or
 ``default_runtime_estimate_s``; GPUs already held for them excluded), back to back. That second
@@ -133,10 +133,10 @@ class _Explainer:
     def __init__(self, ctx: CycleContext) -> None:
         self.ctx = ctx
         self.timeline: ReleaseTimeline | None = None
-        # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how
-        # many members are that large, the classes, the topology and distinct nodes: requests that differ in
+        # ReleaseTimeline.eta depends only on the gang's GPU count, the nodes its members need
+        # (Demand.node_needs), the classes, the topology and distinct nodes: requests that differ in
         # CPUs or memory per GPU share one estimate. The flag: does the capacity suffice already?
-        self.etas: dict[tuple[int, int, int, tuple[int, ...], TopologyConstraint, bool],
+        self.etas: dict[tuple[int, tuple[tuple[int, int], ...], tuple[int, ...], TopologyConstraint, bool],
                         tuple[float | None, bool]] = {}
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
@@ -286,9 +286,8 @@ class _Explainer:
         return found
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
-        largest = d.largest_member
-        key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest), classes, d.topology,
-               d.distinct_nodes)
+        width = max((self.ctx.state.classes[c].gpus for c in classes), default=0)
+        key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes)
         found = self.etas.get(key)
         if found is None:
             timeline = self._timeline()

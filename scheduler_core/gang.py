@@ -74,6 +74,27 @@ class Demand(NamedTuple):
         the widest node it may use (two such never fit on one)."""
         return self.distinct_nodes or 2 * member_gpus > widest
 
+    def node_needs(self, widest: int) -> tuple[tuple[int, int], ...]:
+        """The nodes the members that need a node of their own (:meth:`own_node`) ask for,
+        as (size, how many of those members are at least that large), largest size first:
+        a gang on distinct nodes of 4, 4 and 2 GPUs needs two nodes with 4 free and three
+        with 2 free, ``((4, 2), (2, 3))``. The gang fits by these counts when, for every
+        size, that many nodes each have that many GPUs free (each member's nodes include the
+        larger members' ones, so checking these prefixes is Hall's condition: exact by GPUs
+        when the members accept the same nodes). A gang none of whose
+        members needs a node of its own still needs one node for its largest member."""
+        needs: list[tuple[int, int]] = []
+        count = 0
+        for m in self.members:  # largest first; own_node only gets harder to meet as they shrink
+            if not self.own_node(m.gpus, widest):
+                break
+            count += 1
+            if needs and needs[-1][0] == m.gpus:
+                needs[-1] = (m.gpus, count)
+            else:
+                needs.append((m.gpus, count))
+        return tuple(needs) or ((self.largest_member, 1),)
+
 
 def _member(spec: JobSpec, role: str, gpus: int) -> Member:
     return Member(

@@ -131,8 +131,8 @@ class ReleaseTimeline:
     is the capacity once every holder ending at or before ``times[i]`` is gone. Free GPUs per
     class are kept for every frame; "nodes with at least ``s`` free GPUs" per class is built
     on first use for each size ``s`` from the recorded changes. A query binary-searches the
-    first frame where the gang's capable classes have enough free GPUs and enough nodes with
-    room for its largest member. :meth:`drain` adds the jobs ahead in the queue: the time by
+    first frame where the gang's capable classes have enough free GPUs and a node with room for
+    each member that needs one of its own (every member of a gang on distinct nodes). :meth:`drain` adds the jobs ahead in the queue: the time by
     which the free capacity of the classes, integrated from ``now``, covers the work (GPUs x
     runtime limit) of the jobs ahead that wait for those classes, as if they ran back to back
     with no fragmentation. Both are estimates, labelled as such in the explanation. GPUs
@@ -159,9 +159,10 @@ class ReleaseTimeline:
         self._lost_memo: dict[tuple[int, frozenset[int], tuple[int, ...], int], tuple[int, int]] = {}
         self._integrals: dict[tuple[int, ...], tuple[list[float], list[int]]] = {}
         self._by_class: tuple[list[list[int]], list[list[tuple[int, int, int]]]] | None = None
-        # per leaf-or-spine level, class set and member size: free GPUs and nodes with room
+        # per leaf-or-spine level, class set and member sizes: free GPUs and nodes with room
         # per domain now; and per class set, which nodes are ready and capable
-        self._domain_base: dict[tuple[bool, tuple[int, ...], int], tuple[dict[int, int], dict[int, int]]] = {}
+        self._domain_base: dict[tuple[bool, tuple[int, ...], tuple[int, ...]],
+                                tuple[dict[int, int], dict[int, list[int]]]] = {}
         self._capable: dict[tuple[int, ...], list[bool]] = {}
 
     def capacity(self, node_class: int) -> int:
@@ -234,21 +235,30 @@ class ReleaseTimeline:
         self._at_least[key] = counts
         return counts
 
+    def _needs(self, demand: Demand, classes: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """The gang's :meth:`~scheduler_core.gang.Demand.node_needs` on ``classes``: a node
+        for each member that needs one of its own, with room for that member's size (until
+        7 Dec only the largest members were counted, so a gang on distinct nodes of 4, 4 and
+        2 GPUs was told it would start when two nodes had 4 free)."""
+        return demand.node_needs(max(self.state.classes[c].gpus for c in classes))
+
+    def _node_rows(self, needs: tuple[tuple[int, int], ...], classes: tuple[int, ...]
+                   ) -> list[tuple[list[list[int]], int]]:
+        """Per needed size: the per-frame rows of capable nodes with that much free, and
+        how many such nodes the gang needs."""
+        return [([self.at_least(c, size) for c in classes if size <= self.state.classes[c].gpus],
+                 count) for size, count in needs]
+
     def _fits(self, demand: Demand, classes: tuple[int, ...]) -> Callable[[int], bool]:
-        """Does the gang fit at frame ``i``: enough free GPUs of ``classes`` and enough nodes
-        with room for its largest member?"""
+        """Does the gang fit at frame ``i``: enough free GPUs of ``classes`` and, for each
+        member that needs a node of its own, a node with room for it?"""
         gpus = demand.gpus
-        largest = demand.largest_member
-        width = max(self.state.classes[c].gpus for c in classes)
-        need_nodes = max(1, sum(1 for m in demand.members
-                                if m.gpus == largest and demand.own_node(m.gpus, width)))
         free_rows = [self.free[c] for c in classes]
-        node_rows = [self.at_least(c, largest) for c in classes
-                     if largest <= self.state.classes[c].gpus]
+        node_rows = self._node_rows(self._needs(demand, classes), classes)
 
         def fits(i: int) -> bool:
             return (sum(row[i] for row in free_rows) >= gpus
-                    and sum(row[i] for row in node_rows) >= need_nodes)
+                    and all(sum(row[i] for row in rows) >= count for rows, count in node_rows))
 
         return fits
 
@@ -330,17 +340,17 @@ class ReleaseTimeline:
                     ) -> Callable[[int, frozenset[int]], bool]:
         """Does the gang fit at ``frame`` by the counts of ``classes``, less what ``closed``
         takes?"""
-        state = self.state
-        gpus, largest = demand.gpus, demand.largest_member
-        width = max(state.classes[c].gpus for c in classes)
-        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and demand.own_node(m.gpus, width)))
+        gpus = demand.gpus
+        needs = self._needs(demand, classes)
         free_rows = [self.free[c] for c in classes]
-        node_rows = [self.at_least(c, largest) for c in classes if largest <= state.classes[c].gpus]
+        node_rows = self._node_rows(needs, classes)
 
         def fits(frame: int, closed: frozenset[int]) -> bool:
-            lost_free, lost_roomy = self._lost(frame, closed, classes, largest) if closed else (0, 0)
-            return (sum(row[frame] for row in free_rows) - lost_free >= gpus
-                    and sum(row[frame] for row in node_rows) - lost_roomy >= need_nodes)
+            lost = [self._lost(frame, closed, classes, size) if closed else (0, 0)
+                    for size, _ in needs]
+            return (sum(row[frame] for row in free_rows) - lost[0][0] >= gpus
+                    and all(sum(row[frame] for row in rows) - lost_roomy >= count
+                            for (rows, count), (_, lost_roomy) in zip(node_rows, lost, strict=True)))
 
         return fits
 
@@ -358,25 +368,23 @@ class ReleaseTimeline:
         return found
 
     def _domain_need(self, demand: Demand, classes: tuple[int, ...]
-                     ) -> tuple[list[int], list[bool], int]:
+                     ) -> tuple[list[int], list[bool], tuple[tuple[int, int], ...]]:
         """A ``same_leaf``/``same_spine`` gang's domain per node, which nodes are ready and
-        capable, and how many nodes need room for its largest member."""
+        capable, and the nodes its members need (:meth:`_needs`)."""
         state = self.state
-        largest = demand.largest_member
-        width = max(state.classes[c].gpus for c in classes)
-        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and demand.own_node(m.gpus, width)))
+        needs = self._needs(demand, classes)
         leaf = demand.topology is TopologyConstraint.SAME_LEAF
         capable = self._capable.get(classes)
         if capable is None:
             wanted = set(classes)
             capable = self._capable[classes] = [
                 state.ready[n] and state.node_class[n] in wanted for n in range(len(state.nodes))]
-        return state.leaf if leaf else state.spine, capable, need_nodes
+        return state.leaf if leaf else state.spine, capable, needs
 
     def domain_frame(self, demand: Demand, classes: tuple[int, ...]) -> int | None:
         """For a ``same_leaf`` or ``same_spine`` gang: the first frame at which one leaf
-        switch (spine) has enough free GPUs of ``classes`` and enough nodes with room for its
-        largest member (0: now); ``None`` if none does by known runtime limits. (The
+        switch (spine) has enough free GPUs of ``classes`` and a node with room for each member
+        that needs one of its own (0: now); ``None`` if none does by known runtime limits. (The
         fleet-wide :meth:`eta` says "fits" as soon as the fleet has the GPUs somewhere.)
 
         Steps: free GPUs and nodes with room per domain now (once per cycle for each level,
@@ -386,9 +394,11 @@ class ReleaseTimeline:
         without applying the rest of it (no set of touched domains to check afterwards)."""
         if not classes:
             return None
-        domain_of, capable, need_nodes = self._domain_need(demand, classes)
-        largest, gpus = demand.largest_member, demand.gpus
-        key = (domain_of is self.state.leaf, classes, largest)
+        domain_of, capable, needs = self._domain_need(demand, classes)
+        gpus = demand.gpus
+        sizes = tuple(size for size, _ in needs)
+        counts = [count for _, count in needs]
+        key = (domain_of is self.state.leaf, classes, sizes)
         base = self._domain_base.get(key)
         if base is None:
             base = self._domain_base[key] = ({}, {})
@@ -396,17 +406,26 @@ class ReleaseTimeline:
                 if capable[n]:
                     d = domain_of[n]
                     base[0][d] = base[0].get(d, 0) + f
-                    base[1][d] = base[1].get(d, 0) + (f >= largest)
-        free, roomy = dict(base[0]), dict(base[1])
-        if any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items()):
+                    row = base[1].setdefault(d, [0] * len(sizes))
+                    for k, size in enumerate(sizes):
+                        row[k] += f >= size
+        free = dict(base[0])
+        roomy = {d: list(row) for d, row in base[1].items()}
+
+        def room(d: int) -> bool:
+            return free[d] >= gpus and all(r >= c for r, c in zip(roomy[d], counts, strict=True))
+
+        if any(room(d) for d in free):
             return 0
         for i, changed in enumerate(self.changes):
             for n, before, after in changed:
                 if capable[n]:
                     d = domain_of[n]
                     free[d] += after - before
-                    roomy[d] += (after >= largest) - (before >= largest)
-                    if free[d] >= gpus and roomy[d] >= need_nodes:
+                    row = roomy[d]
+                    for k, size in enumerate(sizes):
+                        row[k] += (after >= size) - (before >= size)
+                    if room(d):
                         return i
         return None
 
@@ -414,19 +433,22 @@ class ReleaseTimeline:
                      ) -> Callable[[int, frozenset[int]], bool]:
         """Does the gang fit under one leaf switch (spine) at ``frame`` on the capable nodes
         outside ``closed``? Node by node, so only for the rare gang a window is in the way of."""
-        domain_of, capable, need_nodes = self._domain_need(demand, classes)
+        domain_of, capable, needs = self._domain_need(demand, classes)
         nodes = [n for n, ok in enumerate(capable) if ok]
-        largest, gpus = demand.largest_member, demand.gpus
+        gpus = demand.gpus
 
         def fits(frame: int, closed: frozenset[int]) -> bool:
             free: dict[int, int] = {}
-            roomy: dict[int, int] = {}
+            roomy: dict[int, list[int]] = {}
             for n in nodes:
                 if n not in closed:
                     f, d = self.free_at(n, frame), domain_of[n]
                     free[d] = free.get(d, 0) + f
-                    roomy[d] = roomy.get(d, 0) + (f >= largest)
-            return any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items())
+                    row = roomy.setdefault(d, [0] * len(needs))
+                    for k, (size, _) in enumerate(needs):
+                        row[k] += f >= size
+            return any(f >= gpus and all(r >= count for r, (_, count) in zip(roomy[d], needs, strict=True))
+                       for d, f in free.items())
 
         return fits
 

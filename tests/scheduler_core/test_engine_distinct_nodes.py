@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from engine_builders import (
     DEFAULT_TYPES,
     bound,
@@ -15,8 +16,10 @@ from engine_builders import (
     make_job,
     make_running,
     preempted,
+    role,
     why,
 )
+from test_engine_explain_eta import NO_BACKFILL, evolve
 
 from scheduler_core import Infeasible, NodeInfo, ReasonCode, never_runs
 
@@ -130,3 +133,46 @@ def test_higher_priority_distinct_nodes_gang_preempts_for_a_second_node_only_one
     packed = cluster().pending(make_job("hi").priority("high").gpus(8).per_node(4)).plan()
     assert preempted(packed) == []
     assert bound_nodes(packed, "hi") == ["n0"]
+
+
+# ETAs of a gang on distinct nodes whose members differ in size: every member needs a node of
+# its own with room for its size, not only the largest ones. n0, n1 and n2 are full until
+# t=1000, 2000 and 3000 (runtime limits); the gang's members are 4, 4 and 2. Until 7 Dec the
+# release timeline counted nodes only for the two members of 4, so it was told t=2000 (16 free
+# GPUs on two nodes) and started at t=3000, when a third node frees. (Without backfill: a head
+# holds a reservation, whose start the placer finds, so the timeline's count is not asked.)
+def three_nodes_freeing_one_by_one(job, n2_busy: int = 8, n1_busy: int = 8):
+    def busy(name: str, node: str, gpus: int, limit: float):
+        return make_running(make_job(name).gpus(gpus).limit(limit)).on(node, *range(gpus))
+
+    return (
+        make_cluster().nodes(3).at(0)
+        .running(busy("a", "n0", 8, 1000), busy("b", "n1", n1_busy, 2000),
+                 busy("c", "n2", n2_busy, 3000))
+        .pending(job)
+    )
+
+
+def eta_and_start(snap):
+    first, starts = evolve(snap, NO_BACKFILL)
+    d = next(p for p in first.pending if p.job_id == "d")
+    return d.eta, starts["d"]
+
+
+@pytest.mark.parametrize("job", [
+    make_job("d").gpus(10).per_node(4).limit(600).distinct_nodes(),
+    make_job("d").roles(role("learner", 2, 4), role("server", 1, 2)).limit(600).distinct_nodes(),
+], ids=["last-member-smaller", "roles-4-4-2"])
+@pytest.mark.parametrize(("n2_busy", "expected"), [(8, 3000.0), (6, 2000.0)],
+                         ids=["third-node-frees-last", "third-node-has-room-for-the-2"])
+def test_distinct_nodes_eta_counts_a_node_for_every_member(job, n2_busy, expected):
+    assert eta_and_start(three_nodes_freeing_one_by_one(job, n2_busy).snapshot()) == (
+        expected, expected)
+
+
+def test_distinct_nodes_eta_counts_a_node_for_a_middle_sized_member():
+    # members 6, 4 and 2; at t=1000 n0 has 8 free, n1 3 and n2 2: 13 GPUs, a node for the 6
+    # and three for the 2, but only one with room for the 4 until n1 frees at t=2000
+    job = make_job("d").roles(role("a", 1, 6), role("b", 1, 4), role("c", 1, 2)).limit(600)
+    snap = three_nodes_freeing_one_by_one(job.distinct_nodes(), n2_busy=6, n1_busy=5).snapshot()
+    assert eta_and_start(snap) == (2000.0, 2000.0)

@@ -396,3 +396,18 @@ def test_the_quota_what_if_of_the_etas_answers_as_a_ledger_charged_that_way():
         team, gpus = rnd.choice(["ml", "cv", "nlp"]), rnd.choice([1, 2, 4, 8, 16])
         assert ledger.admits_with(then, team, "a100", gpus) == \
             trial.check(team, "a100", gpus).admitted, (quotas, now, then, team, gpus)
+
+
+def test_a_packed_gang_of_two_members_too_wide_to_share_a_node_waits_for_two_roomy_nodes():
+    # 14 GPUs on 8-GPU nodes: members of 8 and 6, which never share a node. At t=1000 n0 has 8
+    # free and n1, n2 5 each (18 GPUs, one node with room for the 8); the 6 needs a second node
+    # with 6 free, n1 at t=2000. Until 7 Dec only the largest member was counted: t=1000.
+    def busy(name: str, node: str, gpus: int, limit: float):
+        return make_running(make_job(name).gpus(gpus).limit(limit)).on(node, *range(gpus))
+
+    snap = (make_cluster().nodes(3).at(0)
+            .running(busy("a", "n0", 8, 1000), busy("b", "n1", 3, 2000), busy("c", "n2", 3, 3000))
+            .pending(make_job("j").gpus(14).limit(600))
+            .snapshot())
+    first, starts = evolve(snap, NO_BACKFILL)
+    assert why(first, "j").eta == 2000.0 == starts["j"]
