@@ -174,10 +174,14 @@ def _members_without_room(ctx: CycleContext, demand: Demand,
 
 
 def distinct_nodes_words(demand: Demand, free: str = "") -> str:
-    """"3 distinct nodes with 4 GPUs each" for a gang on distinct nodes (its smallest member
-    named when it is smaller: "... each (one with 2)")."""
-    smallest = demand.members[-1].gpus
-    rest = f" (one with {smallest})" if smallest != demand.largest_member else ""
+    """"3 distinct nodes with 4 GPUs each" for a gang on distinct nodes, its smaller members
+    named: "... each (one with 2)", "... each (3 with 2)", "... each (one with 3, 2 with 2)"."""
+    smaller: dict[int, int] = {}
+    for m in demand.members:
+        if m.gpus != demand.largest_member:
+            smaller[m.gpus] = smaller.get(m.gpus, 0) + 1
+    rest = ", ".join(f"{'one' if count == 1 else count} with {size}" for size, count in smaller.items())
+    rest = f" ({rest})" if rest else ""
     return (f"{counted(len(demand.members), 'distinct node')} with "
             f"{counted(demand.largest_member, free + 'GPU')} each{rest}")
 

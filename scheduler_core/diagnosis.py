@@ -12,10 +12,11 @@ adds the ETA and the queue position.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from scheduler_core.admission import distinct_nodes_words
 from scheduler_core.context import CycleContext
-from scheduler_core.gang import Demand
+from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import NO_NODES, run_end
 from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, loners
@@ -102,6 +103,106 @@ def short_beside(ctx: CycleContext, demand: Demand, big_classes: tuple[int, ...]
     return cpu_short, mem_short, room
 
 
+class _DistinctShort(NamedTuple):
+    """The members of a gang on distinct nodes that the free nodes cannot hold: the first
+    ``need`` members (largest first) need that many nodes; of the nodes with ``size`` GPUs
+    free for one of them, ``room`` also have its CPUs and memory, ``cpu_short`` lack the
+    CPUs and ``mem_short`` (with the CPUs) the memory. ``cpus`` and ``memory_gb``: the
+    least any of those members asks."""
+
+    need: int
+    size: int
+    room: int
+    cpu_short: int
+    mem_short: int
+    cpus: int
+    memory_gb: int
+
+
+def _distinct_shortfall(ctx: CycleContext, demand: Demand,
+                        member_classes: tuple[tuple[int, ...], ...]) -> _DistinctShort | None:
+    """Every member of a gang on distinct nodes needs a node of its own with room for it, by
+    GPUs, CPUs and memory, as placement checks. A member's nodes include those of every larger
+    member, so the gang fits by the counts when, for each member, the nodes with room for it
+    or a larger one are at least as many as those members (Hall's condition over the
+    members largest first). ``None`` when they are everywhere; else the prefix of members
+    furthest short (the largest such at a tie). Until 7 Dec the nodes were counted by GPUs
+    only: a gang was told "only 2 nodes have 4 free" when one of them had too few CPUs."""
+    state = ctx.state
+    worst: _DistinctShort | None = None
+    members = demand.members
+    shapes: dict[tuple[Member, tuple[int, ...]], None] = {}
+    for j, (member, cls) in enumerate(zip(members, member_classes, strict=True)):
+        shapes[(member, cls)] = None
+        if j + 1 < len(members) and (members[j + 1], member_classes[j + 1]) in shapes:
+            continue    # the prefix grows by a shape already counted: count at its end
+        need = j + 1
+        room = cpu_short = mem_short = 0
+        for c in sorted({c for _, cs in shapes for c in cs}):
+            buckets = state.buckets.get((FLEET, 0, c))
+            if buckets is None:
+                continue
+            takers = [m for m, cs in shapes if c in cs]
+            for f in range(member.gpus, len(buckets)):
+                fit = [m for m in takers if m.gpus <= f]
+                if not fit:
+                    continue
+                for n in buckets[f]:
+                    cpus, mem = state.free_cpus[n], state.free_mem[n]
+                    if any(m.cpus <= cpus and m.memory_gb <= mem for m in fit):
+                        room += 1
+                    elif any(m.cpus <= cpus for m in fit):
+                        mem_short += 1
+                    else:
+                        cpu_short += 1
+        if room < need and (worst is None or need - room > worst.need - worst.room):
+            worst = _DistinctShort(need, member.gpus, room, cpu_short, mem_short,
+                                   min(m.cpus for m, _ in shapes),
+                                   min(m.memory_gb for m, _ in shapes))
+    return worst
+
+
+def _distinct_words(found: _DistinctShort, demand: Demand, free: int, kind: str
+                    ) -> tuple[ReasonCode, str, str]:
+    """The reason, sentence and "would start if" of a gang on distinct nodes short of nodes
+    with room for its members: by GPUs as ``InsufficientContiguousGpus``; when nodes have the
+    GPUs but too few CPUs or too little memory beside them, those nodes named as the ordinary
+    gang's CPU and memory sentences name them, and the dimension that decides it."""
+    need, size, room = found.need, found.size, found.room
+    short = need - room
+    said = (f"{counted(free, f'{kind} GPU')} free, but its members go on distinct nodes: it "
+            f"needs {distinct_nodes_words(demand, 'free ')}, and only ")
+    if not found.cpu_short and not found.mem_short:
+        return (ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+                f"{said}{counted(room, 'node')} {verb(room, 'has', 'have')} {size} free.",
+                f"{counted(short, 'more node')} with {counted(size, f'free {kind} GPU')}")
+    more = " more" if room else ""
+    beside = []
+    if found.cpu_short:
+        beside.append(f"{found.cpu_short}{more} {verb(found.cpu_short, 'has', 'have')} "
+                      f"{counted(size, 'free GPU')} but fewer than {counted(found.cpus, 'free CPU')}")
+    if found.mem_short:
+        beside.append(f"{found.mem_short}{more} {verb(found.mem_short, 'has', 'have')} "
+                      f"{counted(size, 'free GPU')} but less than {found.memory_gb} GB of free memory")
+    sentence = (f"{said}{counted(room, 'node')} {verb(room, 'has', 'have')} room for one: "
+                f"{'; '.join(beside)}.")
+    if room + found.cpu_short + found.mem_short < need:
+        # too few nodes have even the GPUs: nodes with room for a whole member must free up
+        asks = ", ".join(part for part in (
+            counted(size, f"free {kind} GPU"),
+            counted(found.cpus, "free CPU") if found.cpus else "",
+            f"{found.memory_gb} GB of free memory" if found.memory_gb else "") if part)
+        return (ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS, sentence,
+                f"{counted(short, 'more node')} with room for a member ({asks})")
+    each = f" for each of {counted(short, 'more member')}"
+    if found.cpu_short >= found.mem_short:
+        return (ReasonCode.INSUFFICIENT_CPU, sentence,
+                f"{counted(found.cpus, 'CPU')} {verb(found.cpus, 'frees', 'free')} up next to "
+                f"{counted(size, 'free GPU')}{each}")
+    return (ReasonCode.INSUFFICIENT_MEMORY, sentence,
+            f"{found.memory_gb} GB of memory frees up next to free GPUs{each}")
+
+
 def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
              member_classes: tuple[tuple[int, ...], ...], blocked_by_head: bool,
              needs_whole: bool) -> Outcome:
@@ -138,18 +239,9 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     block = state.largest_free_block(big_classes)
     bigs = loners(state, demand, member_classes)
     if demand.distinct_nodes and len(demand.members) > 1:
-        # every member on a node of its own: count the nodes with room for each, by GPUs
-        roomy = state.nodes_with_free(big_classes, largest_member)
-        smallest = demand.members[-1].gpus
-        short = max(bigs - roomy, len(demand.members) - state.nodes_with_free(union, smallest))
-        if short > 0:
-            return out(
-                ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
-                f"{counted(free, f'{kind} GPU')} free, but its members go on distinct nodes: it "
-                f"needs {distinct_nodes_words(demand, 'free ')}, and only {counted(roomy, 'node')} "
-                f"{verb(roomy, 'has', 'have')} {largest_member} free.",
-                f"{counted(short, 'more node')} with {counted(largest_member, f'free {kind} GPU')}",
-            )
+        found = _distinct_shortfall(ctx, demand, member_classes)
+        if found is not None:
+            return out(*_distinct_words(found, demand, free, kind))
     if block < largest_member:
         return out(ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
                    *no_block(demand, free, kind, block, bigs))

@@ -176,3 +176,63 @@ def test_distinct_nodes_eta_counts_a_node_for_a_middle_sized_member():
     job = make_job("d").roles(role("a", 1, 6), role("b", 1, 4), role("c", 1, 2)).limit(600)
     snap = three_nodes_freeing_one_by_one(job.distinct_nodes(), n2_busy=6, n1_busy=5).snapshot()
     assert eta_and_start(snap) == (2000.0, 2000.0)
+
+
+# The wait of a gang on distinct nodes counts the nodes with room for a member in every
+# dimension placement checks, not by GPUs alone. n1's GPUs are free but job h holds 60 of its
+# 64 CPUs (or 500 of its 512 GB); members of 4 GPUs ask 32 CPUs and 128 GB each. Until 7 Dec
+# the gang was told "only 2 nodes have 4 free" (and would start with "1 more node with 4 free
+# a100 GPUs") when one node had room; with n2 free too it was told only that n1 lacks CPUs.
+def one_node_short_beside_its_gpus(short: str, n2_full: bool):
+    hog = make_job("h").gpus(2)
+    hog = hog.cpus_per_gpu(30) if short == "cpus" else hog.memory_per_gpu(250)
+    cluster = make_cluster().nodes(3).running(make_running(hog).on("n1", 0, 1))
+    if n2_full:
+        cluster = cluster.running(make_running(make_job("r").gpus(8)).on("n2", *range(8)))
+    return cluster.pending(
+        make_job("d").gpus(12).per_node(4).cpus_per_gpu(8).memory_per_gpu(32).distinct_nodes())
+
+
+@pytest.mark.parametrize(("short", "n2_full", "code", "said", "would"), [
+    ("cpus", True, ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+     "14 a100 GPUs free, but its members go on distinct nodes: it needs 3 distinct nodes with "
+     "4 free GPUs each, and only 1 node has room for one: 1 more has 4 free GPUs but fewer than "
+     "32 free CPUs.",
+     "2 more nodes with room for a member (4 free a100 GPUs, 32 free CPUs, 128 GB of free memory)"),
+    ("memory", True, ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+     "14 a100 GPUs free, but its members go on distinct nodes: it needs 3 distinct nodes with "
+     "4 free GPUs each, and only 1 node has room for one: 1 more has 4 free GPUs but less than "
+     "128 GB of free memory.",
+     "2 more nodes with room for a member (4 free a100 GPUs, 32 free CPUs, 128 GB of free memory)"),
+    ("cpus", False, ReasonCode.INSUFFICIENT_CPU,
+     "22 a100 GPUs free, but its members go on distinct nodes: it needs 3 distinct nodes with "
+     "4 free GPUs each, and only 2 nodes have room for one: 1 more has 4 free GPUs but fewer "
+     "than 32 free CPUs.",
+     "32 CPUs free up next to 4 free GPUs for each of 1 more member"),
+    ("memory", False, ReasonCode.INSUFFICIENT_MEMORY,
+     "22 a100 GPUs free, but its members go on distinct nodes: it needs 3 distinct nodes with "
+     "4 free GPUs each, and only 2 nodes have room for one: 1 more has 4 free GPUs but less "
+     "than 128 GB of free memory.",
+     "128 GB of memory frees up next to free GPUs for each of 1 more member"),
+], ids=["cpus-and-gpus-short", "memory-and-gpus-short", "cpus-short", "memory-short"])
+def test_distinct_nodes_wait_counts_nodes_with_room_beside_the_gpus(short, n2_full, code, said, would):
+    t = why(one_node_short_beside_its_gpus(short, n2_full).plan(), "d")
+    assert (t.code, t.would_start_if) == (code, would)
+    assert said in t.message
+
+
+def test_distinct_nodes_wait_names_the_member_size_short_of_nodes():
+    # members 4, 2, 2 and 2: n0 has 8 free, n1 and n2 are full, n3 has 3 free. Enough nodes
+    # with 4 free for the 4, but the four members need four nodes with 2 free and there are 2
+    plan = (
+        make_cluster().nodes(4)
+        .running(make_running(make_job("r").gpus(16)).on("n1", *range(8)).on("n2", *range(8)),
+                 make_running(make_job("s").gpus(5)).on("n3", *range(5)))
+        .pending(make_job("d").roles(role("a", 1, 4), role("b", 3, 2)).distinct_nodes())
+        .plan()
+    )
+    t = why(plan, "d")
+    assert t.code is ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS
+    assert ("11 a100 GPUs free, but its members go on distinct nodes: it needs 4 distinct nodes "
+            "with 4 free GPUs each (3 with 2), and only 2 nodes have 2 free.") in t.message
+    assert t.would_start_if == "2 more nodes with 2 free a100 GPUs"
