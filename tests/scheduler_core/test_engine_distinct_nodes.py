@@ -19,6 +19,8 @@ from engine_builders import (
     role,
     why,
 )
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from test_engine_explain_eta import NO_BACKFILL, evolve
 
 from scheduler_core import Infeasible, NodeInfo, ReasonCode, never_runs
@@ -236,3 +238,39 @@ def test_distinct_nodes_wait_names_the_member_size_short_of_nodes():
     assert ("11 a100 GPUs free, but its members go on distinct nodes: it needs 4 distinct nodes "
             "with 4 free GPUs each (3 with 2), and only 2 nodes have 2 free.") in t.message
     assert t.would_start_if == "2 more nodes with 2 free a100 GPUs"
+
+
+# On small fleets whose running jobs end at their runtime limits, a lone gang on distinct nodes
+# (members of random sizes) is told the time it then starts: never earlier (its members'
+# nodes are all counted), never later (the count asks no more than placement does).
+busy_nodes = st.lists(st.lists(st.tuples(st.integers(2, 8), st.sampled_from((1000, 2000, 3000, 4000))),
+                               min_size=1, max_size=2),
+                      min_size=2, max_size=6)
+member_sizes = st.lists(st.integers(1, 8), min_size=2, max_size=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=busy_nodes, sizes=member_sizes)
+def test_lone_distinct_nodes_gang_starts_at_its_eta(nodes, sizes):
+    cluster = make_cluster().nodes(len(nodes)).at(0)
+    for n, jobs in enumerate(nodes):
+        first = 0
+        for k, (gpus, limit) in enumerate(jobs):
+            gpus = min(gpus, 8 - first)
+            if gpus:
+                cluster.running(make_running(make_job(f"r{n}-{k}").gpus(gpus).limit(limit))
+                                .on(f"n{n}", *range(first, first + gpus)))
+            first += gpus
+    roles = [role(f"m{i}", 1, size) for i, size in enumerate(sizes)]
+    cluster.pending(make_job("d").roles(*roles).limit(600).distinct_nodes())
+    snap = cluster.snapshot()
+    first_plan, starts = evolve(snap, NO_BACKFILL)
+    if "d" in bound(first_plan):
+        return
+    d = why(first_plan, "d")
+    if len(sizes) > len(nodes):
+        assert d.code is ReasonCode.CAN_NEVER_RUN
+        return
+    event(d.code.value)
+    assert d.eta is not None, d
+    assert starts["d"] == d.eta, (d, starts["d"])
