@@ -122,10 +122,11 @@ class _DistinctShort(NamedTuple):
 def _distinct_shortfall(ctx: CycleContext, demand: Demand,
                         member_classes: tuple[tuple[int, ...], ...]) -> _DistinctShort | None:
     """Every member of a gang on distinct nodes needs a node of its own with room for it, by
-    GPUs, CPUs and memory, as placement checks. A member's nodes include those of every larger
-    member, so the gang fits by the counts when, for each member, the nodes with room for it
-    or a larger one are at least as many as those members (Hall's condition over the
-    members largest first). ``None`` when they are everywhere; else the prefix of members
+    GPUs, CPUs and memory, as placement checks: for each member, largest first, the nodes
+    with room for it or a larger one must be at least as many as those members (Hall's
+    condition over these prefixes: exact when a node with room for a member has room for
+    every smaller one, as for a job without roles; only necessary for roles asking different
+    types or CPUs per GPU). ``None`` when every prefix has its nodes; else the prefix of members
     furthest short (the largest such at a tie). Until 7 Dec the nodes were counted by GPUs
     only: a gang was told "only 2 nodes have 4 free" when one of them had too few CPUs."""
     state = ctx.state
