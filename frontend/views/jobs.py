@@ -73,6 +73,7 @@ from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.templatetags import qm
 from frontend.timeline import state_segments
+from frontend.views.live_json import answers_json
 from scheduler_core.sentences import counted, gang_roles
 
 PAGE_SIZE = 50
@@ -242,6 +243,7 @@ def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None
 
 
 @login_required
+@answers_json
 @require_GET
 def job_list_json(request: HttpRequest) -> JsonResponse:
     """The list's live update: the state cells and ages of the listed jobs (`ids`), re-rendered;
@@ -339,6 +341,7 @@ def _verdict(runs: bool, detail: str, errors: dict[str, list[str]] | None = None
 
 
 @login_required
+@answers_json
 @require_POST
 def check_json(request: HttpRequest) -> JsonResponse:
     """Could this request run on this fleet, and would the submit take it? Always 200 with a
@@ -831,6 +834,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 @login_required
+@answers_json
 @require_GET
 def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
     job = _visible_job(request, job_id)

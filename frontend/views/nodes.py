@@ -36,6 +36,7 @@ from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures, node_rows
 from frontend.heatmap import fleet_counts, fleet_grid
 from frontend.page_filters import filtered
+from frontend.views.live_json import answers_json
 from frontend.windows import WINDOWS, window_choice
 
 # Which actions an admin is offered in each state (services/nodes.py refuses the rest anyway).
@@ -261,6 +262,7 @@ def nodes(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@answers_json
 @require_GET
 def nodes_json(request: HttpRequest) -> JsonResponse:
     _, listed, errors = listed_nodes(request)
@@ -407,6 +409,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @login_required
+@answers_json
 @require_GET
 def node_json(request: HttpRequest, name: str) -> JsonResponse:
     node = _node(name)

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.choices import NotifyOn
 from controlplane.services import notifications
+from frontend.views.live_json import answers_json
 
 #: Deliveries listed per hook (the API's `{id}/deliveries/` gives the last 50).
 DELIVERIES_SHOWN = 5
@@ -69,6 +70,7 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@answers_json
 @require_GET
 def notifications_json(request: HttpRequest) -> JsonResponse:
     context = _hooks_context(request, _owner(request))

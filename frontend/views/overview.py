@@ -21,6 +21,7 @@ from frontend.fleet_series import fleet_series, lost_work_since, since_the_fleet
 from frontend.heatmap import fleet_grid
 from frontend.templatetags import qm
 from frontend.utilization import utilization_points
+from frontend.views.live_json import answers_json
 from frontend.windows import WINDOWS, Window, window_choice
 
 
@@ -175,6 +176,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@answers_json
 @require_GET
 def overview_json(request: HttpRequest) -> JsonResponse:
     window, _, team, _, _ = _filters(request)

@@ -22,6 +22,7 @@ from controlplane.services.snapshot import scheduler_config
 from controlplane.shared_store import StoreUnreachable
 from frontend import figures, whatif
 from frontend.replay_worker import Replay
+from frontend.views.live_json import answers_json
 
 WAIT_METRICS = (
     ("wait_mean_min", "mean, all jobs"),
@@ -205,6 +206,7 @@ def what_if(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@answers_json
 @require_GET
 def what_if_json(request: HttpRequest) -> JsonResponse:
     key = request.GET.get("key", "")

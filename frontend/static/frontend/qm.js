@@ -1065,20 +1065,50 @@
     return extra ? url + (url.indexOf("?") < 0 ? "?" : "&") + extra : url;
   }
 
+  /* When the page's live updates last answered: what a page left showing is as it was then. */
+  var keptUpAt = new Date();
+
+  /* A 404 or 403 from a page's live endpoint does not pass (the job or node deleted, the reader
+     no longer in its team): the page says the endpoint's words (its JSON `detail`, "No node is
+     named 'a100-04'.": frontend/views/live_json.py), stops asking, and keeps what it showed,
+     marked as no longer kept up. A 5xx or an unreachable server may pass: those retry. */
+  function goneFromView(response) {
+    return response.json().catch(function () { return {}; }).then(function (body) {
+      var detail = (body && body.detail) || (response.status === 404
+        ? "What this page shows no longer exists, or is no longer visible to you."
+        : "What this page shows is no longer visible to you.");
+      QM.stop();
+      markStale();
+      showBanner("Live updates stopped: " + detail + " What this page shows is as it was at " +
+        keptUpAt.toISOString().slice(11, 19) + " UTC and is no longer kept up.");
+      return null;
+    });
+  }
+
+  function markStale() {
+    document.body.dataset.liveStopped = "true";
+    document.querySelectorAll("[data-live-html], [data-live], [data-chart]").forEach(function (el) {
+      el.classList.add("live-stale");
+    });
+  }
+
   QM.poll = function () {
     var url = liveUrl();
     if (!url) return Promise.resolve();
     return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
-        if (response.redirected || response.status === 401 || response.status === 403) {
+        if (response.redirected || response.status === 401) {
           QM.stop();
           showBanner("Your session ended: reload the page to log in again.");
           return null;
         }
+        if (response.status === 404 || response.status === 403) return goneFromView(response);
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
       })
-      .then(function (data) { if (data) { hideBanner(); QM.apply(data); } })
+      .then(function (data) {
+        if (data) { keptUpAt = new Date(); hideBanner(); QM.apply(data); }
+      })
       .catch(function (error) { showBanner("Live updates paused (" + error.message + "); retrying."); });
   };
 

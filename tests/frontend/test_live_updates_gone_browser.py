@@ -1,0 +1,79 @@
+"""In Chromium, a page whose job or node is gone (deleted, or the reader no longer in its team)
+says so in plain words and stops polling: a 404 from its live endpoint does not pass, so asking
+again every few seconds only repeats it. What the page showed stays, marked as no longer kept up.
+Until 7 Dec the page said "Live updates paused (HTTP 404); retrying." and asked for ever. An
+unreachable server still pauses and resumes (test_node_page_keeps_up_browser.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from controlplane.models import Membership, Node
+from controlplane.services.jobs import SubmitRequest, submit
+from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+#: Polls every 200 ms from here on: the test sees in a second what ten polls would do.
+POLL_FAST = "() => { QM.stop(); document.body.dataset.liveEvery = '200'; QM.start(); }"
+
+
+def _polls_of(page: Any, path: str) -> list[str]:
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if path in request.url else None)
+    return asked
+
+
+def _assert_shown_as_stale(page: Any) -> None:
+    regions = page.locator("[data-live-html]")
+    assert regions.count() > 0
+    for i in range(regions.count()):
+        region = regions.nth(i)
+        expect(region).to_have_class(re.compile(r"\blive-stale\b"))
+        assert float(region.evaluate("el => getComputedStyle(el).opacity")) < 1  # seen, not only in the DOM
+
+
+def test_a_deleted_nodes_page_says_it_is_gone_and_stops_asking(session: Any) -> None:  # noqa: F811
+    admin = session("admin")
+    admin.open("/nodes/a100-04/")
+    page = admin.page
+    expect(page.locator("#node-state .badge")).to_have_text("Ready")
+    page.evaluate(POLL_FAST)
+    asked = _polls_of(page, "/ui/nodes/a100-04.json")
+
+    Node.objects.filter(name="a100-04").delete()
+
+    banner = page.locator("#live-banner")
+    expect(banner).to_contain_text("Live updates stopped: No node is named 'a100-04'.", timeout=LIVE_TIMEOUT_MS)
+    expect(banner).to_contain_text("no longer kept up")
+    expect(banner).not_to_contain_text("retrying")
+    after_gone = len(asked)
+    page.wait_for_timeout(1500)  # seven polls' worth
+    assert len(asked) == after_gone, f"asked again after the 404: {asked[after_gone:]}"
+    expect(page.locator("#node-state .badge")).to_have_text("Ready")  # what was shown stays
+    _assert_shown_as_stale(page)
+    admin.expect_refusal("/ui/nodes/a100-04.json", 404)
+
+
+def test_a_job_page_whose_reader_left_the_team_says_it_is_no_longer_visible(session: Any) -> None:  # noqa: F811
+    job = submit(user("alice"), SubmitRequest(name="left-behind", gpus=2, hold=True)).job
+    alice = session("alice")
+    alice.open(f"/jobs/{job.pk}/")
+    page = alice.page
+    page.evaluate(POLL_FAST)
+    asked = _polls_of(page, f"/ui/jobs/{job.pk}.json")
+
+    Membership.objects.filter(user__username="alice").delete()
+
+    banner = page.locator("#live-banner")
+    expect(banner).to_contain_text("Live updates stopped: No such job, or not yours to see.", timeout=LIVE_TIMEOUT_MS)
+    after_gone = len(asked)
+    page.wait_for_timeout(1500)
+    assert len(asked) == after_gone, f"asked again after the 404: {asked[after_gone:]}"
+    expect(page.locator("h1")).to_contain_text("left-behind")
+    _assert_shown_as_stale(page)
+    alice.expect_refusal(f"/ui/jobs/{job.pk}.json", 404)
