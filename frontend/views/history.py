@@ -22,6 +22,7 @@ from controlplane.filtersets import JobHistoryFilterSet
 from controlplane.models import Job
 from controlplane.services import access, closed_history, job_history
 from frontend.page_filters import PAGE_PARAMETERS, filtered
+from frontend.page_numbers import page_choice
 
 PAGE_SIZE = 50
 
@@ -56,9 +57,10 @@ def history(request: HttpRequest) -> HttpResponse:
     summary = closed_history.history_summary(jobs, now, access.visible_job_teams(request.user), whole)
     paginator = Paginator(jobs, PAGE_SIZE)
     paginator.count = summary.totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
-    listed = paginator.get_page(request.GET.get("page"))
+    listed, page_error = page_choice(paginator, request.GET.get("page"))
     context.update({
         "jobs": listed,
+        "page_error": page_error,
         "rows": job_history.history_rows(listed.object_list, now, priced=True),
         "totals": summary.totals,
         "total_cost_usd": summary.cost_usd,

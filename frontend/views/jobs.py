@@ -71,6 +71,7 @@ from controlplane.services.transitions import (
 from controlplane.shared_store import shared_store
 from frontend import figures
 from frontend.heatmap import fleet_grid
+from frontend.page_numbers import page_choice
 from frontend.templatetags import qm
 from frontend.timeline import state_segments
 from frontend.views.live_json import answers_json
@@ -169,7 +170,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     seen = job_pages.newest_id()
     filterset, rows, ordering = _listed(request)
     filtered = filterset.is_bound and filterset.is_valid()
-    page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
+    page, page_error = page_choice(Paginator(job_pages.ids_in_order(rows), PAGE_SIZE), request.GET.get("page"))
     page.object_list = _with_their_rows(rows, page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
     array_summary: dict[str, Any] = {}
@@ -205,6 +206,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
                     reverse("frontend:jobs-json") + (f"?{live.urlencode()}" if live else ""),
         "live_extra": urlencode({"ids": ",".join(map(str, ids)), "after": seen}),
         "page_size": PAGE_SIZE,
+        "page_error": page_error,
         "news_in_place": job_pages.news_in_place(ordering, page.number),
         "job_url": reverse("v1:job-list"),
         "array_url": reverse("v1:job-array-list"),
@@ -295,7 +297,8 @@ def _list_news(request: HttpRequest, after: int, shown: list[int]) -> dict[str, 
     matching = set(rows.filter(pk__in=shown).order_by().values_list("pk", flat=True)) \
         if filterset.is_bound and shown else set(shown)
     left = [pk for pk in shown if pk not in matching]
-    page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
+    # the page the list shows, its notice said there (job_list)
+    page, _ = page_choice(Paginator(job_pages.ids_in_order(rows), PAGE_SIZE), request.GET.get("page"))
     news = job_pages.news(rows, after, in_place=job_pages.news_in_place(ordering, page.number), limit=PAGE_SIZE)
     query = _list_params(request, "page")
     context = {"jobs": page, "ordering": ordering, "query": query.urlencode(), "news": news}

@@ -36,6 +36,7 @@ from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures, node_rows
 from frontend.heatmap import fleet_counts, fleet_grid
 from frontend.page_filters import filtered
+from frontend.page_numbers import page_choice
 from frontend.views.live_json import answers_json
 from frontend.windows import WINDOWS, window_choice
 
@@ -157,7 +158,7 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
         if c.listed:
             places[c.pool] = (places.get(c.pool, (place, place))[0], place)
             place += 1
-    shown = Paginator(listed_ids, PAGE_SIZE).get_page(request.GET.get("page"))
+    shown, page_error = page_choice(Paginator(listed_ids, PAGE_SIZE), request.GET.get("page"))
     page_ids = list(shown.object_list)
     grid = {row.id: row for row in fleet_grid(request.user, node_ids=page_ids)} if page_ids else {}
     # The page's nodes' heartbeats and wishes, and the retired ones' rows for their own section (one query).
@@ -224,7 +225,7 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
     query = request.GET.copy()
     query.pop("page", None)
     return {"pools": pools, "charts": [chart], "is_admin": is_admin, "node_count": len(counts),
-            "nodes_page": shown, "listed_count": len(listed_ids), "first_shown": first_place + 1 if rows else 0,
+            "nodes_page": shown, "page_error": page_error, "listed_count": len(listed_ids), "first_shown": first_place + 1 if rows else 0,
             "last_shown": first_place + len(rows), "query": query.urlencode(),
             "filtered": any(request.GET.get(name) for name in NodeFilterSet.base_filters),
             **retired_payload(list(beats.values()), is_admin)}
