@@ -665,6 +665,9 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
                      yaxis={"type": "log" if log_y else "linear"})
     if log_y:
         layout["yaxis"].pop("rangemode", None)
+        # Only the decades are labelled (1, 10, 100): Plotly labelled every tick between them by
+        # its first digit, and on an axis from 1 to just over 10 the 9, 8, 7, 6 crowded under the 10.
+        layout["yaxis"]["dtick"] = 1
         if floor is not None:
             # Plotly's own range put every slowdown of 1 mid-axis, from 0.1 to 10, and labelled
             # 0.5 and 0.2 as "5" and "2" below the "1": read as slowdowns of 5 and 2 under 1. The
