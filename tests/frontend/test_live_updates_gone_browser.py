@@ -56,6 +56,7 @@ def test_a_deleted_nodes_page_says_it_is_gone_and_stops_asking(session: Any) -> 
     assert len(asked) == after_gone, f"asked again after the 404: {asked[after_gone:]}"
     expect(page.locator("#node-state .badge")).to_have_text("Ready")  # what was shown stays
     _assert_shown_as_stale(page)
+    admin.screenshot("node-page-gone")
     admin.expect_refusal("/ui/nodes/a100-04.json", 404)
 
 
@@ -77,3 +78,28 @@ def test_a_job_page_whose_reader_left_the_team_says_it_is_no_longer_visible(sess
     expect(page.locator("h1")).to_contain_text("left-behind")
     _assert_shown_as_stale(page)
     alice.expect_refusal(f"/ui/jobs/{job.pk}.json", 404)
+
+
+def test_an_unreachable_server_is_asked_again_less_and_less_often_then_as_before(session: Any) -> None:  # noqa: F811
+    """A transient fault (the server out of reach, a 5xx) keeps being retried, each wait twice the
+    last up to eight times the page's interval, not at full rate into a struggling server; the first
+    answer brings back the page's own pace."""
+    admin = session("admin")
+    admin.open("/nodes/a100-04/")
+    page = admin.page
+    page.evaluate(POLL_FAST)
+    asked = _polls_of(page, "/ui/nodes/a100-04.json")
+
+    admin.context.set_offline(True)
+    expect(page.locator("#live-banner")).to_contain_text("Live updates paused", timeout=LIVE_TIMEOUT_MS)
+    start = len(asked)
+    page.wait_for_timeout(4000)  # 20 polls at 200 ms; waits of 400, 800, 1600, 1600 ms: at most 5
+    retried = len(asked) - start
+    assert 2 <= retried <= 5, retried
+
+    admin.context.set_offline(False)
+    expect(page.locator("#live-banner")).to_be_hidden(timeout=LIVE_TIMEOUT_MS)
+    start = len(asked)
+    page.wait_for_timeout(2000)  # back at 200 ms: about 10
+    assert len(asked) - start >= 6, len(asked) - start
+    admin.errors = [e for e in admin.errors if "ERR_INTERNET_DISCONNECTED" not in e]

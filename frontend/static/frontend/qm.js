@@ -1107,18 +1107,39 @@
         return response.json();
       })
       .then(function (data) {
-        if (data) { keptUpAt = new Date(); hideBanner(); QM.apply(data); }
+        if (data) { failures = 0; keptUpAt = new Date(); hideBanner(); QM.apply(data); }
       })
-      .catch(function (error) { showBanner("Live updates paused (" + error.message + "); retrying."); });
+      .catch(function (error) {
+        failures += 1;
+        showBanner("Live updates paused (" + error.message + "); retrying.");
+      });
   };
 
+  /* Polls follow one another (a timeout each, not an interval): after a transient fault (the
+     server out of reach, a 5xx) each wait is twice the last, up to eight times the page's pace,
+     so a struggling server is not asked at full rate by every open page; an answer brings the
+     pace back. `chain` tells a stopped (or restarted) round of polls not to go on. */
   var timer = null;
-  QM.start = function () {
+  var chain = 0;
+  var failures = 0;
+  function pollAfter(round) {
     var every = Number(document.body.dataset.liveEvery || "5000");
+    timer = window.setTimeout(function () {
+      if (round !== chain) return;
+      var asked = document.hidden ? Promise.resolve() : QM.poll();
+      asked.then(function () { if (round === chain) pollAfter(round); });
+    }, every * Math.pow(2, Math.min(failures, 3)));
+  }
+  QM.start = function () {
     if (!document.body.dataset.liveUrl || timer) return;
-    timer = window.setInterval(function () { if (!document.hidden) QM.poll(); }, every);
+    chain += 1;
+    pollAfter(chain);
   };
-  QM.stop = function () { if (timer) window.clearInterval(timer); timer = null; };
+  QM.stop = function () {
+    if (timer) window.clearTimeout(timer);
+    timer = null;
+    chain += 1;
+  };
 
   function showBanner(message) {
     var banner = document.getElementById("live-banner");
