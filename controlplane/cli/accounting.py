@@ -25,6 +25,9 @@ from scheduler_core.sentences import counted, gpu_hours
 ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
 HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START (UTC)", "ELAPSED", "GPUS", "GPU-H",
                    "LOST-GPU-H", "COST $", "NODES"]
+#: Left out of the narrow view (a terminal without --wide), which fits 80 columns as sacct's default
+#: does: who, when and where are the filters' (--user, --node) and the totals line's.
+HISTORY_WIDE = ["USER", "START (UTC)", "LOST-GPU-H", "NODES"]
 
 
 def ended_states_given(text: str) -> list[str]:
@@ -159,7 +162,8 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
               + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
               + ". Pending and running jobs: qm list.")
         return 0
-    output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS, cut=["NAME"])
+    output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS, cut=["NAME"],
+                 wide=HISTORY_WIDE)
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
     print(output.visible(
         f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
@@ -183,6 +187,12 @@ SHOWBACK_COLUMNS = [
     ("COST W/O TOKENS $", "costWithoutTokens"),
     ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
 ]
+#: The narrow view (a terminal without --wide) keeps finance's money and GPU-hour columns, some
+#: headed short so that it fits 80 columns (the figures as the wide view's); the efficiency and
+#: token columns are --wide's.
+SHOWBACK_WIDE = ["GPU-H ACTIVE", "GPU-H PRODUCTIVE", "$/PRODUCTIVE GPU-H", "USEFUL TOKENS", "$/1M TOKENS",
+                 "COST W/O TOKENS $"]
+SHOWBACK_SHORT = {"GPU-H ALLOC": "GPU-H", "IDLE RESERVED $": "IDLE RSV $", "PREEMPTION WASTE $": "WASTE $"}
 #: __idle__'s cells that say nothing of it: capacity no job held is no job's GPU-hours or tokens.
 IDLE_BLANK = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usefulTokens")
 #: The columns the page shows rounded (GPU-hours to two places, adding up to TOTAL; per-unit prices
@@ -305,8 +315,9 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     shown = [i for i, (_, key) in enumerate(SHOWBACK_COLUMNS) if by_team or key != "idleReservedCost"]
     first = 1 + len(named)
     rows = [row[:first] + [row[first + i] for i in shown] for row in rows]
-    output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
-                 + [SHOWBACK_COLUMNS[i][0] for i in shown], cut=["NAME"])
+    headed = output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
+                          + [SHOWBACK_COLUMNS[i][0] for i in shown], cut=["NAME", "PROJECT"], wide=SHOWBACK_WIDE,
+                          short=SHOWBACK_SHORT)
     for name in (n for n in allocations if n.lower() == "total"):
         # A team stored as TOTAL (before the name was refused) read as the total's twin.
         print(output.visible(f"{name} above the last row is the {args.by.replace('_', ' ')} named {name}; "
@@ -327,7 +338,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
               "GPU-hour the jobs held.")
     no_tokens = [name for name, a in ordered if _kind(name, a) != "idle" and a.get("usdPerMillionTokens") is None]
-    if no_tokens:
+    if no_tokens and "$/1M TOKENS" in headed:
         # A '-' in $/1M TOKENS said nothing of why (the page explains it under its table): no
         # useful tokens were reported there, so there is no price per token, neither $0 nor
         # infinite, and that cost is under COST W/O TOKENS $.
@@ -346,8 +357,8 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if not by_team:
         print(f"Idle reserved quota is per team, not per {args.by.replace('_', ' ')}: not shown here "
               "(nor in the CSV); `qm showback --by team` shows it.")
-    if totals.get("idleReservedCost"):
+    if totals.get("idleReservedCost") and "IDLE RESERVED $" in headed:
         # TOTAL's IDLE RESERVED $ sat beside its COST $ unexplained: finance added the two.
-        print("IDLE RESERVED $: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
+        print(f"{headed['IDLE RESERVED $']}: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
               "capacity, not a charge: not in COST $ or TOTAL.")
     return 0

@@ -27,6 +27,7 @@ def cmd_sinfo(api: Api, args: argparse.Namespace) -> int:
          for p in fragmentation["pools"]],
         ["POOL", "GPU TYPE", "NODES", "WHOLE FREE", "PART USED", "GPUS", "HELD", "FREE", "AWAY", "LARGEST FREE",
          "STRANDED"],
+        wide=["WHOLE FREE", "PART USED"],  # the narrow view fits 80 columns; FREE and LARGEST FREE say as much
     )
     reasons = ", ".join(f"{n} {code}" for code, n in sorted(queue["pending_by_reason"].items(), key=lambda kv: -kv[1]))
     print(f"Queue: {counted(queue['pending_jobs'], 'job')} waiting for {counted(queue['pending_gpus'], 'GPU')}"

@@ -114,29 +114,38 @@ def terminal_output(text: str) -> tuple[str, str]:
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout,
-          cut: Sequence[str] = ()) -> None:
-    """Columns padded to their widest cell; numbers right-aligned. The columns named in `cut`
-    (free text: a job's NAME) are cut with `…` to fit the terminal (terminal_width.py), and a
-    line on stderr says which and that `--wide` shows them whole."""
-    cells = [[("-" if v is None or v == "" else visible(v)) for v in row] for row in rows]
-    natural = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(headers)]
+          cut: Sequence[str] = (), wide: Sequence[str] = (), short: dict[str, str] | None = None) -> dict[str, str]:
+    """Columns padded to their widest cell; numbers right-aligned. On a terminal (or with COLUMNS)
+    the table is its narrow view, as kubectl's and squeue's default: the columns named in `wide`
+    are left out and the headers in `short` say their short form (`PREEMPTION WASTE $` → `WASTE $`,
+    the figures as they are); `--wide`, a pipe or file without COLUMNS show every column. The
+    columns named in `cut` (free text: a job's NAME) are then cut with `…` to fit the terminal
+    (terminal_width.py), and a line on stderr says which and that `--wide` shows them whole.
+    Returns the header printed for each column shown, by its full header (a footnote names a
+    column only when it is there, as it is headed)."""
     limit = terminal_width.columns()
-    widths = terminal_width.fitted(natural, [h in cut for h in headers],
-                                   [max(width(h), terminal_width.SHORTEST) for h in headers], 2, limit)
+    kept = [i for i, h in enumerate(headers) if limit is None or h not in wide]
+    shown = {headers[i]: (short or {}).get(headers[i], headers[i]) if limit is not None else headers[i] for i in kept}
+    titles = [shown[headers[i]] for i in kept]
+    cells = [[("-" if row[i] is None or row[i] == "" else visible(row[i])) for i in kept] for row in rows]
+    natural = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(titles)]
+    widths = terminal_width.fitted(natural, [headers[i] in cut for i in kept],
+                                   [max(width(h), terminal_width.SHORTEST) for h in titles], 2, limit)
     narrowed = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
     for row in cells:
         for i in narrowed:
             row[i] = terminal_width.cut(row[i], widths[i], width)
-    numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
-    out.write("  ".join(_pad(h, w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
+    numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(titles))]
+    out.write("  ".join(_pad(h, w) for h, w in zip(titles, widths, strict=True)).rstrip() + "\n")
     for row in cells:
         line = "  ".join(_pad(c, w, right=num) for c, w, num in zip(row, widths, numeric, strict=True))
         out.write(line.rstrip() + "\n")
     if narrowed:
-        names = ", ".join(headers[i] for i in narrowed)
+        names = ", ".join(titles[i] for i in narrowed)
         it = "it" if len(narrowed) == 1 else "them"
         out.flush()  # under the table, not above it, when both go to one pipe or file
         print(f"{names} cut to fit {limit} columns: --wide shows {it} whole.", file=sys.stderr)
+    return shown
 
 
 def width(text: str) -> int:

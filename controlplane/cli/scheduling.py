@@ -217,6 +217,7 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
           quota_text.limit_said(q["lending_limit"], bool(q.get("cohort"))), q["held_gpus"], q["borrowed_gpus"],
           quota_text.lent_said(q.get("lent_gpus") or 0)) for q in rows],
         ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
+        wide=["COHORT", "MAY LEND"],  # the narrow view fits 80 columns: what a team may use and uses
     )
     if any(quota_text.is_share(q.get("lent_gpus") or 0) for q in rows):
         print()

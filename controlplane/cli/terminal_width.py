@@ -5,9 +5,12 @@ URL) is as wide as its longest cell: one job named at length pushed every row of
 the terminal's edge, so each row wrapped and no column lined up. On a terminal such columns are
 capped at one width, the widest that lets the table fit (never below `SHORTEST` columns; the
 other columns are short codes, numbers and times and are never cut), each cut cell keeping its
-start and end around a `…`. `--wide` (and `--json`) give every cell whole; so does output to a
-pipe or file without COLUMNS, which a script reads whole (`qm list | grep …`), as `ps` and
-`systemctl` do.
+start and end around a `…`. Before any cut, a table on a terminal is its narrow view, as
+kubectl's default and squeue's and sinfo's are: the columns a user needs most (output.table's
+`wide` columns left out, some headers short), which fit 80 columns by their fixed columns alone
+(`qm runs` was 155 wide with every name short). `--wide` (and `--json`) give every column and
+every cell whole; so does output to a pipe or file without COLUMNS, which a script reads whole
+(`qm list | grep …`), as `ps` and `systemctl` do.
 """
 
 from __future__ import annotations

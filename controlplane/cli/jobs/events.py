@@ -83,7 +83,7 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
         return 0
     output.table([(output.utc_text(e["created_at"], suffix=""), e["kind"], e["job"] or "-", e["node"] or "-",
                    e["team"] or "-", e["actor"], e["message"]) for e in events],
-                 ["TIME (UTC)", "EVENT", "JOB", "NODE", "TEAM", "BY", "WHAT"])
+                 ["TIME (UTC)", "EVENT", "JOB", "NODE", "TEAM", "BY", "WHAT"], cut=["WHAT"], wide=["TEAM", "BY"])
     if matched > len(events):
         print(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more.")
     return 0

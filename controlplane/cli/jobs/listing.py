@@ -115,7 +115,10 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         _say_none(api, args, page["count"])
         warn(page.get("loop"))  # none of these: the loop is down all the same
         return 0
-    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"], cut=["NAME"])
+    # PRIORITY is --wide's (squeue's default leaves it out too): with it a held job's
+    # `pending (held by admin)` or a WaitingForDependency pushed the row past 80 columns.
+    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"], cut=["NAME"],
+                 wide=["PRIORITY"])
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
     for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
         print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")

@@ -17,6 +17,9 @@ from scheduler_core.sentences import counted, gpu_hours
 #: history's START read the one, and `STARTED` here the other.)
 RUNS_COLUMNS = ["RUN", "GENERATION", "START (UTC)", "AGENTS UP", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
                 "GPUS", "WHERE", "GPU-H", "COST", "QUOTA", "LOST GPU-H"]
+#: Left out of the narrow view (a terminal without --wide), which fits 80 columns: when each run
+#: started, how long, how it ended (its exit code in the words), what it held and cost.
+RUNS_WIDE = ["GENERATION", "AGENTS UP", "ENDED", "REASON", "EXIT", "WHERE", "QUOTA", "LOST GPU-H"]
 
 
 def _runs_of(api: Api, job_id: int, latest: int | None = None) -> tuple[list[dict[str, Any]], int, float]:
@@ -80,7 +83,8 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     # own: 0.01 and 0.01 above 0.03). From the API's figures, to four places.
     exact_hours = [Decimal(str(run["gpu_hours"])) for run in runs]
     shown = rounded_cumulatively(exact_hours, HUNDREDTH)
-    output.table([_run_row(run, share) for run, share in zip(runs, shown, strict=True)], RUNS_COLUMNS)
+    output.table([_run_row(run, share) for run, share in zip(runs, shown, strict=True)], RUNS_COLUMNS,
+                 cut=["HOW IT ENDED", "REASON", "WHERE"], wide=RUNS_WIDE)
     for run in runs:
         if run["notice"]:
             print(output.visible(f"run {run['run']}: {run['notice']}"))

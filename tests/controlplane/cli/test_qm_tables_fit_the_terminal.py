@@ -54,7 +54,7 @@ def test_a_long_job_name_is_cut_so_the_list_fits_80_columns(alice_qm, fleet) -> 
 def test_names_cut_still_tell_the_jobs_apart_by_their_ends(alice_qm, fleet) -> None:
     f.make_job(fleet.ml, name=LONG, submitter=fleet.users["owner"])
     for n in (91, 92):
-        f.make_job(fleet.ml, name=f"notebook-session-{n:03d}", submitter=fleet.users["owner"],
+        f.make_job(fleet.ml, name=f"notebook-session-of-the-nightly-eval-{n:03d}", submitter=fleet.users["owner"],
                    pending_code="QuotaExceeded")
 
     r = alice_qm("list", extra_env=AT_80)
