@@ -120,11 +120,40 @@ def _count_or_none(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of GPUs, nor none") from None
 
 
+def _whole_number(text: str, what: str, least: int = 1, most: int | None = None) -> int:
+    """A count flag's value: a whole number from `least` (to `most`), refused here, before any
+    request, naming the flag (exit 2), as argparse refuses a flag it does not know: `qm list
+    --limit 0` was sent and refused by the server (exit 1, its field named, not the flag)."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or not least <= int(value) <= (most if most is not None else int(value)):
+        within = f"from {least} to {most}" if most is not None else f"of at least {least}"
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number {within} ({what})")
+    return int(value)
+
+
 def _latest_count(text: str, what: str = "the latest N runs") -> int:
     """--limit N: a whole number of runs (of jobs: `what`), at least 1."""
-    if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number of at least 1 ({what})")
-    return int(text)
+    return _whole_number(text, what)
+
+
+def _jobs_shown(text: str) -> int:
+    """qm list's --limit N: how many jobs."""
+    return _whole_number(text, "how many jobs")
+
+
+def _jobs_skipped(text: str) -> int:
+    """qm list's --offset N: the jobs to skip (0: none)."""
+    return _whole_number(text, "jobs to skip", least=0)
+
+
+def _last_lines(text: str) -> int:
+    """qm logs' --tail N: the last N lines, as many as the API gives (10,000)."""
+    return _whole_number(text, "the last N lines", most=10_000)
+
+
+def _rank(text: str) -> int:
+    """qm logs' --rank N: a process's rank."""
+    return _whole_number(text, "ranks count from 0", least=0)
 
 
 def _latest_events(text: str) -> int:
@@ -227,8 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--sort", metavar="FIELD[,FIELD]",
                        help="id, submitted_at, gpus, queue_position, priority, name, state, started_at, "
                             "finished_at or elapsed; -FIELD descends (default: newest first)")
-        p.add_argument("--limit", type=int, default=50, help="how many jobs (default 50); past 1000 they are read 1000 a request")
-        p.add_argument("--offset", type=int, default=0, help="skip this many jobs (the next page)")
+        p.add_argument("--limit", type=_jobs_shown, default=50, metavar="N",
+                       help="how many jobs (default 50); past 1000 they are read 1000 a request")
+        p.add_argument("--offset", type=_jobs_skipped, default=0, metavar="N", help="skip this many jobs (the next page)")
 
     p = sub.add_parser("explain", parents=[common], help="why a job waits, and what would start it")
     p.add_argument("job")
@@ -275,10 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "as escapes (--raw: as written). --json: the API's replies, one a line.")
     p.add_argument("job")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--rank", type=int, metavar="N", help="this process's output (its RANK; default 0)")
+    which.add_argument("--rank", type=_rank, metavar="N", help="this process's output (its RANK; default 0)")
     which.add_argument("--all-ranks", action="store_true", help="every rank's, each line marked [rank N]")
     p.add_argument("--generation", type=int, metavar="G", help="this run (default: the latest; qm events lists them)")
-    p.add_argument("--tail", type=int, metavar="N", help="only the last N lines (each rank's)")
+    p.add_argument("--tail", type=_last_lines, metavar="N", help="only the last N lines (each rank's)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the job has ended")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
     p.add_argument("--raw", action="store_true",

@@ -62,12 +62,9 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
     qm says about the output (pruned bytes, a new run) goes to standard error, so standard
     output holds the job's own bytes only."""
     job_id = arguments.job_id(args.job)
-    if args.tail is not None and not 0 < args.tail <= 10_000:
-        raise CliError(f"--tail {args.tail}: give a number of lines from 1 to 10000")
+    # --tail and --rank are refused when parsed (main._last_lines, main._rank), before any request.
     if not 0 < args.interval <= 3600:
         raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
-    if args.rank is not None and args.rank < 0:
-        raise CliError(f"--rank {args.rank}: ranks count from 0")
     first = _read_logs(api, job_id, {"rank": args.rank or 0, "generation": args.generation, "tail_lines": args.tail})
     ranks = (first["ranks"] or [0]) if args.all_ranks else [args.rank or 0]
     logs = _Logs(api, job_id, args, first["generation"], ranks)

@@ -21,7 +21,7 @@ def test_a_refused_flag_is_named_by_every_command_that_sends_it(alice_qm, fleet)
     said = {
         "requeue --states": alice_qm("requeue", "--array", array_id, "--states", "bogus"),
         "list --state": alice_qm("list", "--state", "runing"),
-        "squeue --offset": alice_qm("squeue", "--offset", "-1"),
+        "squeue --sort": alice_qm("squeue", "--sort", "bogus"),
         "showback --window": alice_qm("showback", "--window", "3x"),
         "history --exit-code": alice_qm("history", "--exit-code", "99999999999"),
         "logs --generation": alice_qm("logs", str(job.pk), "--generation", "-1"),
@@ -35,7 +35,8 @@ def test_a_refused_flag_is_named_by_every_command_that_sends_it(alice_qm, fleet)
         '  states.0 (--states bogus): "bogus" cannot be requeued; choose among running, succeeded, failed, cancelled, '
         "timed_out")
     assert lines["list --state"][1].startswith("  state (--state runing): 'runing' is not a valid choice; ")
-    assert lines["squeue --offset"][1] == "  offset (--offset -1): '-1' is not a whole number of at least 0."
+    # (squeue --offset -1 was the case here: qm now refuses it itself, test_qm_counts_refused_before_asking.py.)
+    assert lines["squeue --sort"][1].startswith("  ordering (--sort bogus): 'bogus' is not a field this list sorts by; ")
     assert lines["showback --window"][1].startswith("  window (--window 3x): '3x' is not a window: ")
     assert lines["history --exit-code"][1].startswith("  exit_code (--exit-code 99999999999): ")
     assert lines["logs --generation"][1].startswith("  generation (--generation -1): -1 is out of range")
