@@ -92,8 +92,9 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", default=False if defaults else argparse.SUPPRESS,
                         help="print the API's JSON instead of a table")
     common.add_argument("--wide", action="store_true", default=False if defaults else argparse.SUPPRESS,
-                        help="every table cell whole: a long job name, node state or URL is otherwise cut with … "
-                             "to fit the terminal's width (output to a pipe or file, without COLUMNS, is whole)")
+                        help="every table column and cell whole: on a terminal a table otherwise shows the columns "
+                             "most needed, and a long job name, node state or URL is cut with … to fit its width "
+                             "(output to a pipe or file, without COLUMNS, is whole)")
     return common
 
 
