@@ -157,6 +157,9 @@ def cmd_sshare(api: Api, args: argparse.Namespace) -> int:
           f"{r['shares']['gpus']:.3f}", f"{r['shares']['cpus']:.3f}", f"{r['shares']['memory']:.3f}",
           r["held_now"]["gpus"], gpu_hours(r['decayed_usage']['gpu_hours'], cell=True)) for r in body["teams"]],
         ["TEAM", "SHARE", "OF", "GPU SHARE", "CPU SHARE", "MEM SHARE", "GPUS HELD", "GPU-H DECAYED"],
+        # The narrow view fits 80 columns with a team named at length: SHARE and OF say the CPU or
+        # memory share when it is the dominant one.
+        wide=["CPU SHARE", "MEM SHARE"],
     )
     print(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "
           f"{output.human_duration(body['half_life_s'])} half-life, over the fleet); among jobs of equal "

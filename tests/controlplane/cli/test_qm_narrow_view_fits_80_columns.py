@@ -156,3 +156,17 @@ def test_a_very_wide_state_makes_the_cut_name_give_way(alice_qm, fleet) -> None:
     assert r.code == 0, r.err
     row = next(line for line in r.out.splitlines() if "pending (held by admin)" in line)
     assert len(row) <= 80 and "…" in row, r.out
+
+
+def test_sshare_fits_80_columns_with_a_team_named_at_length(alice_qm, fleet) -> None:
+    """A team slug of 20 characters (`foundation-models-eu`) made sshare 90 columns wide."""
+    f.make_team("foundation-models-eu")
+
+    narrow = alice_qm("sshare", extra_env=AT_80)
+    wide = alice_qm("sshare", "--wide", extra_env=AT_80)
+
+    assert narrow.code == 0 and wide.code == 0, narrow.err + wide.err
+    table = narrow.out.split("\nSHARE:")[0]
+    assert "foundation-models-eu" in table and _widest(table) <= 80, narrow.out
+    assert {"TEAM", "SHARE", "OF", "GPU SHARE", "GPUS HELD"} <= set(_headers(table.splitlines()[0])), narrow.out
+    assert len(_headers(wide.out.splitlines()[0])) == 8, wide.out
