@@ -84,7 +84,7 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     exact_hours = [Decimal(str(run["gpu_hours"])) for run in runs]
     shown = rounded_cumulatively(exact_hours, HUNDREDTH)
     output.table([_run_row(run, share) for run, share in zip(runs, shown, strict=True)], RUNS_COLUMNS,
-                 cut=["HOW IT ENDED", "REASON", "WHERE"], wide=RUNS_WIDE)
+                 cut=["HOW IT ENDED"], wide=RUNS_WIDE)
     for run in runs:
         if run["notice"]:
             print(output.visible(f"run {run['run']}: {run['notice']}"))
