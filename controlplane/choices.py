@@ -128,6 +128,9 @@ class EventKind(models.TextChoices):
     JOB_HELD = "job.held", "Job held"
     JOB_RELEASED = "job.released", "Job released"
     JOB_UPDATED = "job.updated", "Job changed while waiting"
+    # A running job the scheduler now counts as borrowed, or as within its team's nominal
+    # quota again: its team's quota or cohort changed under it (services/cycle._store_borrowing).
+    JOB_BORROWING = "job.borrowing", "Job's borrowing changed"
     ALLOCATION_RELEASED = "allocation.released", "Allocation released"
     ALLOCATION_FENCED = "allocation.fenced", "Allocation fenced"
     NODE_REGISTERED = "node.registered", "Node registered"

@@ -19,6 +19,7 @@ from scheduler_core.fairshare import FairShare, snapshot_fair_shares
 from scheduler_core.queue import QueueFactors, queue_factors, queue_factors_of
 from scheduler_core.types import (
     Bind,
+    BorrowingChange,
     DependencyCondition,
     DependencyWait,
     FleetFigures,
@@ -53,6 +54,7 @@ from scheduler_core.types import (
 
 __all__ = [
     "Bind",
+    "BorrowingChange",
     "ConfigError",
     "DependencyCondition",
     "DependencyWait",

@@ -21,6 +21,7 @@ from scheduler_core.quota import QuotaLedger
 from scheduler_core.state import ClusterState, Grant
 from scheduler_core.types import (
     Bind,
+    BorrowingChange,
     GpuTypeInfo,
     GrowthNote,
     JobSpec,
@@ -77,6 +78,8 @@ class CycleContext:
     preempted: dict[str, Preemption] = field(default_factory=dict)
     resized: dict[str, Resize] = field(default_factory=dict)
     growth_notes: dict[str, GrowthNote] = field(default_factory=dict)
+    borrowing: tuple[BorrowingChange, ...] = ()
+    """Running jobs the cycle counts borrowed, or within quota, otherwise than their snapshot."""
     bound: dict[str, Bind] = field(default_factory=dict)
     bound_specs: dict[str, JobSpec] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)

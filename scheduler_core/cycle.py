@@ -97,6 +97,7 @@ from scheduler_core.sentences import counted
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (
     Bind,
+    BorrowingChange,
     GpuTypeInfo,
     JobSpec,
     Plan,
@@ -188,6 +189,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
         epoch=snapshot.epoch,
         phase_durations=dict(sorted(ctx.durations.items())),
         growth_notes=tuple(note for _, note in sorted(ctx.growth_notes.items())),
+        borrowing=ctx.borrowing,
     )
 
 
@@ -250,7 +252,7 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
     state.build_indexes()
     for (team, gpu_type), gpus in sorted(charges.items()):
         ledger.charge(team, gpu_type, gpus)
-    _borrowing_beyond_a_lowered_quota(running, state, ledger, charges, flagged, node_types)
+    borrowing = _borrowing_beyond_a_lowered_quota(running, state, ledger, charges, flagged, node_types)
     shares = dominant_shares(snapshot.now, snapshot.nodes, snapshot.running,
                              snapshot.team_usage, cfg.fair_share_half_life_s)
     return CycleContext(
@@ -267,30 +269,42 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         calendar=MaintenanceCalendar(snapshot.maintenance, state.index_of, snapshot.now),
         arrays=ArrayTaskCounts(running.values()),
         clock=clock,
+        borrowing=tuple(borrowing),
     )
 
 
 def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: ClusterState,
                                       ledger: QuotaLedger, charges: dict[tuple[str, str], int],
                                       flagged: dict[tuple[str, str], int],
-                                      node_types: list[str]) -> None:
+                                      node_types: list[str]) -> list[BorrowingChange]:
     """A team holding more of a GPU type than its (lowered) nominal quota borrows the excess,
     whatever its jobs were marked when they started: from its cohort, or, in none (moved out,
     or its quota lowered), from the teams whose guarantee it holds. Its jobs started last are
     marked borrowed until they cover the excess, so an owner reclaims that capacity as it
     reclaims any borrowed capacity (seed 004: borrowers first).
 
+    The other way, a job marked borrowed whose GPUs all fit under its team's nominal beside
+    what the team holds (its quota raised, or its team's other jobs ended) counts as within
+    the quota again, oldest first, as long as the jobs still marked cover the excess: a
+    lender reclaiming it would take GPUs the team is guaranteed (Kueue counts borrowing per
+    queue, from its use against its nominal, in the same way).
+
     Jobs started within the quota of their day are never over it otherwise (each one fitted
     beside every job still running), so this changes nothing until an admin lowers a quota,
-    deletes one or moves a team."""
+    deletes one or moves a team, or a borrowing team's use falls back under its nominal.
+    Returns the jobs it counted otherwise than their snapshot, for the caller to store."""
+    changes: list[BorrowingChange] = []
+    surplus: dict[tuple[str, str], int] = {}
     for key, held in sorted(charges.items()):
         q = ledger.quota.get(key)
         # A team with no quota on a GPU type quotas govern (its quota deleted under it) holds
         # all of it above a nominal of 0.
         if q is None and not ledger.governs(key[1]):
             continue
-        excess = held - flagged.get(key, 0) - (q.nominal_gpus if q is not None else 0)
+        nominal = q.nominal_gpus if q is not None else 0
+        excess = held - flagged.get(key, 0) - nominal
         if excess <= 0:
+            surplus[key] = flagged.get(key, 0) - max(0, held - nominal)
             continue
         team, gpu_type = key
         mine = [job for job in running.values() if job.spec.team == team and not job.borrowed]
@@ -304,6 +318,29 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
             if gpus:
                 running[job.spec.id] = dataclasses.replace(job, borrowed=True)
                 excess -= gpus
+                changes.append(BorrowingChange(
+                    job.spec.id, True,
+                    f"team {team} holds {counted(held, gpu_type + ' GPU')}, "
+                    f"{held - nominal} above its nominal quota of {nominal}"
+                    + ("" if q is not None else " (it has no quota of the type)")))
+    under = {team for (team, _), gpus in surplus.items() if gpus > 0}
+    for job in sorted((j for j in running.values() if j.borrowed and not j.terminating
+                       and j.spec.team in under),
+                      key=lambda j: (j.started_at, j.spec.id)):
+        by_type: Counter[str] = Counter()
+        for g in state.holdings.get((JOB, job.spec.id), ()):
+            by_type[node_types[g.node]] += g.mask.bit_count()
+        keys = [(job.spec.team, t) for t in by_type]
+        if not by_type or any(surplus.get(k, 0) < by_type[k[1]] for k in keys):
+            continue
+        for k in keys:
+            surplus[k] -= by_type[k[1]]
+        running[job.spec.id] = dataclasses.replace(job, borrowed=False)
+        words = "; ".join(
+            f"team {k[0]} holds {counted(charges[k], k[1] + ' GPU')}, within its nominal quota "
+            f"of {ledger.quota[k].nominal_gpus if k in ledger.quota else 0}" for k in keys)
+        changes.append(BorrowingChange(job.spec.id, False, words))
+    return sorted(changes, key=lambda c: c.job_id)
 
 
 def _held_of_type(state: ClusterState, job: RunningJob, gpu_type: str, node_types: list[str]) -> int:

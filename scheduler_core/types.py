@@ -480,6 +480,18 @@ class GrowthNote:
 
 
 @dataclass(frozen=True, slots=True)
+class BorrowingChange:
+    """A running job that now counts as borrowed (``borrowed``) or as within its team's
+    nominal quota again, where its snapshot said otherwise: its team's quota or cohort changed
+    under it (a lowered nominal, a quota deleted, a move out of the cohort; or a raise). What
+    the cycle acted on (a lender reclaims borrowed jobs first), so the caller stores it."""
+
+    job_id: str
+    borrowed: bool
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     """The head job's promised start: these GPUs, no later than ``start_at``."""
 
@@ -619,3 +631,5 @@ class Plan:
     phase_durations: Mapping[str, float] = field(default_factory=dict, compare=False)
     growth_notes: tuple[GrowthNote, ...] = ()
     """One per running elastic job below its maximum that did not grow (and is not stopping)."""
+    borrowing: tuple[BorrowingChange, ...] = ()
+    """One per running job whose borrowed flag the cycle counted otherwise than the snapshot's."""

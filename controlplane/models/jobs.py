@@ -75,7 +75,9 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     state_changed_at = models.DateTimeField()
     exit_code = models.IntegerField(null=True, blank=True)
-    borrowed = models.BooleanField(default=False, help_text="Runs on capacity borrowed from the cohort.")
+    borrowed = models.BooleanField(
+        default=False, help_text="Runs on borrowed capacity, above its team's nominal quota: so when bound, or counted "
+        "so since its team's quota or cohort changed under it (the scheduler's job.borrowing events).")
     # The engine's last word on a waiting job: the reason's stable part. Its sentences are
     # stored with each number replaced by NUMBER_MARK; the numbers, the queue position and the
     # ETA move every cycle and live in the job's PendingPlace (`place`), so a cycle rewrites this
@@ -227,12 +229,12 @@ class Job(models.Model):
     @property
     def borrowed_said(self) -> str:
         """How a running job's borrowing is said where it runs (`qm status`/`explain`, the job
-        page). The engine records only whether its team went over its nominal quota to admit it,
-        not how many of its GPUs that took, and a lender's reclaim treats the whole gang as
+        page). The engine records only whether its team is over its nominal quota with it
+        (admitted so, or its quota lowered since), not how many of its GPUs that takes, and a lender's reclaim treats the whole gang as
         borrowed: so no "partly" (a 1-GPU job read "partly on capacity borrowed")."""
         if not self.borrowed:
             return ""
-        return ("admitted over its team's nominal quota, on capacity borrowed from the cohort: "
+        return ("over its team's nominal quota, on borrowed capacity: "
                 "a lender reclaiming it preempts borrowed work first")
 
     @property

@@ -411,20 +411,35 @@ def held_spans(start: datetime, end: datetime, job_id: int | None,
             allocation_id__in={r["allocation_id"] for r in rows},
         ).values_list("allocation_id", "node_id", "created_at")
     }
+    # A running job the scheduler came to count as borrowed (or within quota again: its team's
+    # quota changed under it) has the flag from that instant on: the span is cut there, so the
+    # minutes before keep the flag they had, however often they are derived again.
+    flips: dict[int, list[tuple[int, bool]]] = defaultdict(list)
+    for allocation_id, at, data in Event.objects.filter(
+        kind=EventKind.JOB_BORROWING, allocation_id__in={r["allocation_id"] for r in rows},
+    ).order_by("created_at", "id").values_list("allocation_id", "created_at", "data"):
+        flips[allocation_id].append((to_us(at), bool(data.get("borrowed"))))
     spans, teams = [], {}
     for r in rows:
         released = r["allocation__released_at"]
         early = member_end.get((r["allocation_id"], r["node_id"]))
         if early is not None and (released is None or early < released):
             released = early
-        spans.append(
-            Span(
-                allocation_id=r["allocation_id"], job_id=r["allocation__job_id"], node_id=r["node_id"],
-                gpus=r["gpus"], start_us=to_us(r["allocation__created_at"]),
-                end_us=to_us(released) if released is not None else None, borrowed=r["allocation__borrowed"],
-                gpu_type_id=r["node__gpu_type_id"], capacity_tier=r["node__capacity_tier"],
+        start_us = to_us(r["allocation__created_at"])
+        end_us = to_us(released) if released is not None else None
+        changes = [(at, flag) for at, flag in flips.get(r["allocation_id"], ())
+                   if start_us < at and (end_us is None or at < end_us)]
+        pieces = [(start_us, not changes[0][1] if changes else r["allocation__borrowed"])]
+        pieces += changes
+        for k, (piece_start, borrowed) in enumerate(pieces):
+            spans.append(
+                Span(
+                    allocation_id=r["allocation_id"], job_id=r["allocation__job_id"], node_id=r["node_id"],
+                    gpus=r["gpus"], start_us=piece_start,
+                    end_us=pieces[k + 1][0] if k + 1 < len(pieces) else end_us, borrowed=borrowed,
+                    gpu_type_id=r["node__gpu_type_id"], capacity_tier=r["node__capacity_tier"],
+                )
             )
-        )
         teams[r["allocation__job_id"]] = r["allocation__job__team_id"]
     return spans, teams
 

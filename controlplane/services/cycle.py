@@ -30,7 +30,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 import scheduler_core as engine
-from controlplane.choices import JobState
+from controlplane.choices import LIVE_ALLOCATION_STATES, EventKind, JobState
 from controlplane.models import Allocation, FleetSample, Job, PendingPlace, SchedulerLease, Team
 from controlplane.models.jobs import split_numbers
 from controlplane.services import transitions
@@ -261,6 +261,7 @@ def commit_plan(
         )
         binds += bound
         stale += not_bound
+        _store_borrowing(plan, context, at=now, actor=actor, epoch=epoch)
         _store_explanations(plan, context)
         _store_growth_notes(plan)
         cycle_ms = (time.perf_counter() - started) * 1000
@@ -333,6 +334,38 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
     written = _write_reasons(rows) if rows else set()
     _write_places(places, context.read_at, context.as_read)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
+
+
+def _store_borrowing(plan: engine.Plan, context: SnapshotContext, *, at: datetime, actor: str,
+                     epoch: int) -> None:
+    """Each running job the plan now counts as borrowed, or as within its team's nominal quota
+    again (its team's quota lowered or raised, or its team moved out of its cohort, while it
+    ran), says so from now on: its allocation's and its job's `borrowed`, what the API, the job
+    page and `qm status` show and the next snapshot reads, and a job.borrowing event saying why.
+    A compare-and-set on the allocation as read (its generation and flag): one released, or
+    changed since, is left to the next cycle. Usage before the change keeps the flag it had
+    (accounting.held_spans cuts the allocation's span at the event)."""
+    for change in plan.borrowing:
+        live = context.live_allocations.get(change.job_id)
+        if live is None:
+            continue
+        written = Allocation.objects.filter(
+            pk=live.allocation_id, generation=live.generation, state__in=LIVE_ALLOCATION_STATES,
+            borrowed=not change.borrowed,
+        ).update(borrowed=change.borrowed)
+        if not written:
+            continue
+        job = Job.objects.only("id", "team_id").get(pk=int(change.job_id))
+        Job.objects.filter(pk=job.pk).update(borrowed=change.borrowed)
+        sentence = (f"Now counts as borrowed: {change.message}; a lender reclaiming its GPUs preempts "
+                    "borrowed work first" if change.borrowed else
+                    f"Now counts as within its team's quota: {change.message}")
+        transitions.record_event(
+            EventKind.JOB_BORROWING, actor, job=job, allocation=Allocation(pk=live.allocation_id),
+            epoch=epoch, at=at, reason="Borrowing" if change.borrowed else "WithinQuota",
+            message=fit_stored(sentence, 1000), data={"borrowed": change.borrowed},
+        )
+        log.info("job_borrowing_changed", job=job.pk, borrowed=change.borrowed)
 
 
 def _store_growth_notes(plan: engine.Plan) -> None:

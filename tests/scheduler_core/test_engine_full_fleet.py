@@ -152,7 +152,12 @@ Two independent proofs:
   fleet figures and every explanation's code, reason, sentence, position and ETA identical;
   only "would start if" of exactly the jobs whose sentence names a type to start on first (72,
   15, 74 of seeds 1, 3, 7 at 1,000 GPUs; 108 at 2,000; 491 at 10,000), each new one "<that
-  type's remedy>, or <the old one>"::
+  type's remedy>, or <the old one>"; and a running job marked borrowed whose team holds no
+  more than its nominal counted within its quota, as any team's quota raised under a borrowed
+  job now makes it, with the plan's ``borrowing`` naming each such job, 2026-12-07: the new
+  plan equals, ``borrowing`` aside, the plan of the engine of 7f9aacf5 of the same snapshot with
+  each running job's flag as the new plan's ``borrowing`` says (33, 26, 39 of seeds 1, 3, 7 at
+  1,000 GPUs; 57 at 2,000; 329 at 10,000; all now within quota)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -182,11 +187,11 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "ef98f6c61c5206d91ac298ca7971334052517c9fa8391501c65aa4e411bd31a7",
-    (1000, 500, 200, 1): "523392fdc19a29ddf6d9b1d98a159cd768e89280cd182ef724c8bb78dea12d64",
-    (1000, 500, 200, 3): "8b54d1a6597701c06d74cac861439ec69f3c0a0e94354655b04d9944aaee3dd2",
-    (2000, 1000, 400, 4): "a49354b425d908fc63330557aa627440beec13acf2c2959476b6280e71d1ee01",
-    (10000, 5000, 2000, 7): "7a7eab883aeae3c0ee78a0d86bbde6ecfe44ee4db4a39bba19d5a600499c447e",
+    (1000, 500, 200, 7): "d6072bec7a2f5bc043a2fb670bb3f7dd54a6e90eba8d6cac50356257cbe712a1",
+    (1000, 500, 200, 1): "994873e99798edfc7746fa3ea8147fccc5130caa881c348ba7eae965a5ecc76c",
+    (1000, 500, 200, 3): "d6650ad592ef721b8e250c95431c6c661962ec0e7992eb016e39ca2089acfe69",
+    (2000, 1000, 400, 4): "443c1ae0be68cb2748d9c135e4871952b5e853692a3fded775cd59e7c7e2700f",
+    (10000, 5000, 2000, 7): "aa316dd80da6f3873af8152e3e2c6df0984199d33d1d30c581f8f2753b85a84b",
 }
 
 

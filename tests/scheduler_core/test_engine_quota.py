@@ -4,6 +4,8 @@ owner reclaiming its quota preempts borrowers first (seed 004)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from engine_builders import bound, gpu_count, make_cluster, make_job, make_running, why
 
@@ -200,6 +202,41 @@ def test_a_team_over_a_lowered_quota_borrows_the_excess_and_its_owner_reclaims_i
     assert victim.reason is PreemptionReason.RECLAIM_BORROWED and victim.for_job == "incident"
     assert victim.job_id == "newer", "the excess is the work started last"
     assert plan.fleet.borrowed_gpus == 8
+
+
+def test_the_plan_says_which_running_jobs_now_count_as_borrowed_under_a_lowered_quota():
+    """Found by QA: the engine reclaimed vision's newest job as borrowed after its quota was
+    lowered, but nothing told the control plane, so the job (and the API, the job page,
+    `qm status`) still said it ran within quota. The plan names each job it now counts
+    otherwise than its snapshot, with why, for the loop to store."""
+    plan = lowered_quota_cluster(vision=8).plan()
+
+    [change] = plan.borrowing
+    assert (change.job_id, change.borrowed) == ("newer", True)
+    assert change.message == "team vision holds 16 a100 GPUs, 8 above its nominal quota of 8"
+
+    zero = lowered_quota_cluster(vision=0).plan()
+    assert [(c.job_id, c.borrowed) for c in zero.borrowing] == [("newer", True), ("older", True)]
+
+
+def test_a_job_counted_borrowed_counts_within_quota_again_once_its_quota_is_raised():
+    """Both ways: with vision's quota raised back to 16, its job marked borrowed is within
+    its nominal, so a lender may no longer reclaim it as borrowed."""
+    cluster = lowered_quota_cluster(vision=16, serving=8)
+    cluster._running = [dataclasses.replace(r, borrowed=r.spec.id == "newer") for r in cluster._running]
+    plan = cluster.pending(make_job("incident").team("serving").priority("research").gpus(8)).plan()
+
+    [change] = plan.borrowing
+    assert (change.job_id, change.borrowed) == ("newer", False)
+    assert change.message == "team vision holds 16 a100 GPUs, within its nominal quota of 16"
+    assert plan.preemptions == () and plan.fleet.borrowed_gpus == 0
+
+
+def test_a_borrowed_job_still_beyond_the_nominal_stays_borrowed_and_unreported():
+    cluster = lowered_quota_cluster(vision=8)
+    cluster._running = [dataclasses.replace(r, borrowed=r.spec.id == "newer") for r in cluster._running]
+    plan = cluster.plan()
+    assert plan.borrowing == () and plan.fleet.borrowed_gpus == 8
 
 
 def moved_team_cluster(vision_cohort: str | None, *, vision: int = 8, solo_lender: int = 0):

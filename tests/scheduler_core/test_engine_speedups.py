@@ -101,7 +101,14 @@
   reservations, kills, growth notes, fleet figures and every explanation's code, reason,
   sentence, position and ETA identical; only "would start if" of 70, 15, 96, 0 and 417 jobs
   in the order of GOLDEN, each exactly the jobs whose sentence names a type to start on first,
-  each new one "<that type's remedy>, or <the old one>"; by::
+  each new one "<that type's remedy>, or <the old one>"; and a running job marked borrowed
+  whose team holds no more than its nominal (the synthetic fleet marks 15 % of its running
+  jobs borrowed at random) counted within its quota, as any team's quota raised under a
+  borrowed job now makes it, and the plan's ``borrowing`` naming each job it counts otherwise
+  than its snapshot, 2026-12-07: the new engine's plan of each snapshot equals, ``borrowing``
+  aside, the plan of the engine of 7f9aacf5 (its tree in one script) of the same snapshot
+  with each running job's flag as the new plan's ``borrowing`` says (29, 27, 54, 323 and 323
+  jobs in the order of GOLDEN, all now within quota); by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -142,11 +149,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "12431d47bd95d467340bed61ec6f38559263caec8838af02a8f1b53f7032d42e",
-    (1000, 500, 200, 3, "loop"): "c3629b1fed470113e9dbe422dcffb915d497b318d48ec3a2c7454f04ab933088",
-    (2000, 1000, 400, 4, "default"): "09b60c1550f921b7c5988829ce0a66f4e26edfe072dd742baa82d326f1786b02",
-    (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
-    (10000, 5000, 2000, 7, "loop"): "4c9f27543e42eca53cbd8cc0e80a32f7e153681c8f1ed1736b3d39b1e9b048d5",
+    (1000, 500, 200, 1, "default"): "7a2ebcae9c50195bc2af2f5127b69bb48901990ce72844bce56c70ff31d4084a",
+    (1000, 500, 200, 3, "loop"): "9d95927babe261a738f791c841ad7847bb091a1ad5cd0e7840fa2ff8f6adf642",
+    (2000, 1000, 400, 4, "default"): "b018e110853abe512eea545e1609476f0fb8912a49f656657b8c9cb916ad2fb7",
+    (10000, 5000, 2000, 7, "default"): "3b0a070113501fee70bc17a3b7128ae78283b1d372c5e8086ed3681bdd7c98a2",
+    (10000, 5000, 2000, 7, "loop"): "c7631387b7536df306d666eca78450dcdfe19b6d8504008995305f067206e8f9",
 }
 
 

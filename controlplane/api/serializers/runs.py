@@ -66,7 +66,7 @@ class JobRunSerializer(serializers.Serializer):
                                                 "GPU time from its bind to its release (or now), at the price of its "
                                                 "nodes' GPU type and capacity tier in force at each instant. The "
                                                 "job's runs add up to the list's total_cost_usd.")
-    borrowed = serializers.BooleanField(help_text="It ran on capacity borrowed from the cohort.")
+    borrowed = serializers.BooleanField(help_text="It ran on borrowed capacity (above its team's nominal quota), as it stands now or stood at its release.")
     lost_gpu_hours = serializers.FloatField(allow_null=True, help_text="The work its requeue threw away (GPUs × "
                                                                        "time since the last checkpoint); null "
                                                                        "when it did not end in a requeue.")

@@ -19,8 +19,7 @@ from controlplane.models import Allocation, AllocationGpu, Job
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
-WORDS = ("admitted over its team's nominal quota, on capacity borrowed from the cohort: a lender reclaiming it "
-         "preempts borrowed work first")
+WORDS = "over its team's nominal quota, on borrowed capacity: a lender reclaiming it preempts borrowed work first"
 
 
 def _running(fleet: Any, *, borrowed: bool) -> Job:
