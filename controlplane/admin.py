@@ -486,9 +486,9 @@ class TeamAdmin(ConfigAudited):
 
 def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest, quota: Quota,
                              before: dict[str, Any] | None) -> None:
-    warning = quotas.held_above_nominal(quota, before)
-    if warning:
-        modeladmin.message_user(request, warning, level=messages.WARNING)
+    for warning in (quotas.held_above_nominal(quota, before), quotas.lent_beyond_lending_limit(quota, before)):
+        if warning:
+            modeladmin.message_user(request, warning, level=messages.WARNING)
 
 
 def _borrowed(held: int, quota: Quota) -> str:

@@ -10,6 +10,7 @@ from django.db.models import Case, Count, IntegerField, Q, QuerySet, Sum, Value,
 
 from controlplane.choices import EventKind, NodeState
 from controlplane.models import AllocationGpu, Event, Node, Quota, Team
+from controlplane.services.quota_text import LENT_SHARE_NOTE, is_share, lent_said
 from controlplane.services.transitions import event_fields
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
 
@@ -204,6 +205,39 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
          "runtime ")
         + "(see docs/operations.md, Changing quotas on a running fleet)."
     )
+
+
+def lent_beyond_lending_limit(quota: Quota, before: dict[str, Any] | None = None) -> str | None:
+    """What an admin should know after a change (``before`` as for :func:`held_above_nominal`)
+    leaves `quota`'s team lending more GPUs than its lending limit, or None: a limit lowered
+    under the teams of its cohort that borrow its unused guarantee. Nothing for a change that
+    moved neither the lending limit nor the nominal, nor the quota to another team or type.
+
+    Lowering a lending limit stops nothing: the borrowers keep the GPUs they run on, still lent
+    (lent_now counts them, beyond the limit), and borrow no more of them; they come back when
+    the lender reclaims them, a job of its own within its nominal preempting the borrowed work
+    first, after its class's minimum runtime (scheduler_core: tests/scheduler_core/
+    test_engine_quota.py, test_a_lender_whose_lending_limit_was_lowered_under_its_borrowers_reclaims_them)."""
+    limit = quota.lending_limit
+    if limit is None or quota.team.cohort_id is None:
+        return None
+    if before is not None and (before.get("lending_limit"), before.get("nominal_gpus"), before.get("team"),
+                               before.get("gpu_type")) == (limit, quota.nominal_gpus, quota.team.name,
+                                                           quota.gpu_type.name):
+        return None
+    lent = lent_now().get((quota.team_id, quota.gpu_type_id), 0.0)
+    beyond = lent - limit
+    if round(beyond, 1) <= 0:
+        return None
+    team, kind = quota.team.name, quota.gpu_type.name
+    lowered = before is not None and (before.get("lending_limit") is None or before["lending_limit"] > limit)
+    return (f"Team {team} lends {lent_said(lent)} {kind} GPUs now, {lent_said(beyond)} beyond its "
+            f"{'new ' if before is None or before.get('lending_limit') != limit else ''}lending limit {limit}: "
+            f"teams of cohort {quota.team.cohort.name} borrowed them before and keep them "
+            f"({'lowering' if lowered else 'changing'} a lending limit stops nothing), but borrow no more. "
+            f"They come back when {team} reclaims them: a job of {team} within its nominal preempts the borrowed "
+            "work first, after its class's minimum runtime (see docs/operations.md, Changing quotas on a running "
+            "fleet)." + (f" {LENT_SHARE_NOTE}" if is_share(lent) or is_share(beyond) else ""))
 
 
 def above_nominal(team: Team) -> list[tuple[str, int, int]]:

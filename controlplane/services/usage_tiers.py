@@ -515,6 +515,8 @@ def idle_guarantees(
          the rest of the borrowing ran on other teams' unused guarantees;
       3. inside each cohort, that borrowing is attributed to the teams with unused guarantee in
          proportion to what each could lend (its unused guarantee, capped by its lending limit);
+         borrowing beyond what they could all lend (a lending limit lowered under running
+         borrowers) is lent beyond the limits, in proportion to the unused guarantee above them;
       4. idle = guarantee − used − lent, priced at the GPU type's reserved-capacity rate.
     The instants where anything changes (holdings starting or ending) cut [start, end) into
     pieces with constant figures, so the result is exact, not sampled.
@@ -587,11 +589,22 @@ def _attribute_piece(
             for g in members
         }
         pool = sum(lendable.values())
-        if pool <= 0 or borrowing <= 0:
+        if borrowing <= 0:
             continue
-        share = min(1.0, borrowing / pool)
+        share = min(1.0, borrowing / pool) if pool > 0 else 0.0
         for team_id, can in lendable.items():
             lent[team_id] = can * share
+        # Borrowing beyond what the members may lend now (a lending limit lowered under running
+        # borrowers: they keep their GPUs) still runs on their unused guarantees: lent beyond
+        # the limit, in proportion to the unused guarantee above it, until the lender reclaims it.
+        # Before 7 Dec it was lent by nobody, and the lender's guarantee read as idle.
+        beyond = borrowing - pool
+        extra = {g.team_id: unused[g.team_id] - lendable[g.team_id] for g in members}
+        room = sum(extra.values())
+        if beyond > 0 and room > 0:
+            more = min(1.0, beyond / room)
+            for team_id, can in extra.items():
+                lent[team_id] = lent.get(team_id, 0.0) + can * more
     for team_id, gpus in lent.items():
         out[(team_id, gpu_type_id)].lent_gpu_us += gpus * dt
     _price_idle(a, b, gpu_type_id, guarantees, unused, lent, prices, out)

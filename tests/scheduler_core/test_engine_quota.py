@@ -363,3 +363,31 @@ def test_a_team_in_no_cohort_is_told_it_has_none_to_borrow_from():
 
     assert "can borrow 0 more (no cohort to borrow from); this job needs 4" in message(None)
     assert "can borrow 0 more (cohort c has no unused a100 GPUs to lend now)" in message("c")
+
+
+def test_a_lender_whose_lending_limit_was_lowered_under_its_borrowers_reclaims_them():
+    """Serving lent vision 8 A100s (vision: nominal 8, holds 16); an admin then lowered serving's
+    lending limit to 0. Vision keeps them (a limit stops nothing) and may borrow no more; they
+    come back when serving, within its nominal, asks: it preempts the borrowed work first, as
+    the control plane's answer to the change says (services/quotas.lent_beyond_lending_limit)."""
+    def cluster():
+        return (
+            make_cluster().nodes(3)
+            .priority("research", 10)
+            .quota("vision", "a100", 8, cohort="shared")
+            .quota("serving", "a100", 16, cohort="shared", lending_limit=0)
+            .running(
+                make_running(make_job("own").team("vision").priority("research").gpus(8)).whole("n0").started(1_000),
+                dataclasses.replace(make_running(make_job("lent").team("vision").priority("research").gpus(8))
+                                    .whole("n1").started(2_000).obj(), borrowed=True),
+            )
+            .at(10_000)
+        )
+
+    more = cluster().pending(make_job("more").team("vision").priority("research").gpus(8)).plan()
+    assert bound(more) == {} and why(more, "more").code is ReasonCode.QUOTA_EXCEEDED
+
+    plan = cluster().pending(make_job("incident").team("serving").priority("research").gpus(16)).plan()
+    [victim] = plan.preemptions
+    assert (victim.job_id, victim.reason, victim.for_job) == ("lent", PreemptionReason.RECLAIM_BORROWED, "incident")
+    assert plan.borrowing == (), "vision's borrowed job stays borrowed: it is above vision's nominal"

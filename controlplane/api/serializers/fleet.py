@@ -110,13 +110,18 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         help_text="Of held_gpus, how many are above nominal: borrowed from the cohort, reclaimable by preemption.")
     lent_gpus = serializers.SerializerMethodField(
         help_text="GPUs of its unused nominal quota that other teams of its cohort run on now (the teams "
-                  "page's and the admin's 'lent'; a share when several teams lend, hence one decimal).")
+                  "page's and the admin's 'lent'; a share when several teams lend, hence one decimal); above its "
+                  "lending_limit when the limit was lowered under running borrowers, who keep them until it reclaims "
+                  "them.")
     warnings = serializers.SerializerMethodField(
         help_text="What this quota means that may not be meant, against the fleet's GPUs of its type (every node "
                   "not retired): a nominal or borrowing limit above them, and all teams' nominal quotas of the type "
                   "adding up past them. Taken, not refused: capacity may be coming ([] when none). In the answer to "
                   "a change of the nominal or borrowing limit that leaves the team holding more than its nominal: "
-                  "how many, that its running jobs keep them, and who may reclaim them by preemption.")
+                  "how many, that its running jobs keep them, and who may reclaim them by preemption; of a change "
+                  "of the lending limit or nominal that leaves the team lending more than its lending limit: how "
+                  "many beyond it, and that they come back when the team reclaims them (preempting borrowers "
+                  "first).")
 
     class Meta:
         model = Quota
@@ -160,8 +165,9 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         if guaranteed is None:
             guaranteed = self.context["_guaranteed_gpus"] = quotas.guaranteed_by_type()
         warnings = quotas.above_fleet_warnings(obj, self._fleet_gpus(), guaranteed)
-        held = getattr(obj, "held_above_nominal_now", None)  # set by the write that answers
-        return [held, *warnings] if held else warnings
+        # set by the write that answers
+        said = [getattr(obj, "held_above_nominal_now", None), getattr(obj, "lent_beyond_limit_now", None)]
+        return [*(w for w in said if w), *warnings]
 
     def _fleet_gpus(self) -> dict[int, int]:
         # The fleet's GPUs per type, read once per answer for `lent_gpus` and `warnings` both (a

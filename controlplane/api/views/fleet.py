@@ -249,6 +249,7 @@ class QuotaViewSet(AdminWritableViewSet):
         # The answer says what a change under what the team holds does, as the admin's quota
         # page does on the same change (QuotaSerializer.get_warnings).
         quota.held_above_nominal_now = quotas.held_above_nominal(quota, before)
+        quota.lent_beyond_limit_now = quotas.lent_beyond_lending_limit(quota, before)
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():

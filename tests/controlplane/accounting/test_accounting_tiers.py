@@ -205,10 +205,22 @@ def test_borrowing_is_attributed_to_the_cohort_members_that_left_guarantee_unuse
     assert (used, lent, idle) == (0, Decimal(8 * 3600), 0)
 
 
-def test_lending_limit_caps_what_counts_as_lent() -> None:
-    guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, 4, 1)]
+@pytest.mark.parametrize("limit", [0, 2])
+def test_borrowers_beyond_a_lowered_lending_limit_are_still_lent_to(limit: int) -> None:
+    """Found by QA: vision's lending limit lowered while ml ran 8 of its GPUs; ml keeps them
+    until vision reclaims them, but vision's lent read 0 (or the new limit) and the rest of its
+    guarantee idle, while ml ran on it."""
+    guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, limit, 1)]
     held = [Holding(1, H100, 16, T0, T0 + 60 * MINUTE_US)]
     cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, {H100: 16}, prices())
+    _, _, _, lent, idle = cell_parts(cells, 2)
+    assert (lent, idle) == (Decimal(8 * 3600), 0)
+
+
+def test_lending_limit_caps_what_counts_as_lent() -> None:
+    guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, 4, 1), Guarantee(3, H100, 8, 4, 1)]
+    held = [Holding(1, H100, 16, T0, T0 + 60 * MINUTE_US)]
+    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, {H100: 24}, prices())
     _, _, _, lent, idle = cell_parts(cells, 2)
     assert (lent, idle) == (Decimal(4 * 3600), Decimal(4 * 3600))
 
