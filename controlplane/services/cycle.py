@@ -31,7 +31,7 @@ from django.utils import timezone
 
 import scheduler_core as engine
 from controlplane.choices import LIVE_ALLOCATION_STATES, EventKind, JobState
-from controlplane.models import Allocation, FleetSample, Job, PendingPlace, SchedulerLease, Team
+from controlplane.models import Allocation, Event, FleetSample, Job, PendingPlace, SchedulerLease, Team
 from controlplane.models.jobs import split_numbers
 from controlplane.services import transitions
 from controlplane.services.snapshot import (
@@ -345,27 +345,39 @@ def _store_borrowing(plan: engine.Plan, context: SnapshotContext, *, at: datetim
     A compare-and-set on the allocation as read (its generation and flag): one released, or
     changed since, is left to the next cycle. Usage before the change keeps the flag it had
     (accounting.held_spans cuts the allocation's span at the event)."""
-    for change in plan.borrowing:
-        live = context.live_allocations.get(change.job_id)
-        if live is None:
-            continue
-        written = Allocation.objects.filter(
+    changes = [(context.live_allocations[c.job_id], c) for c in plan.borrowing if c.job_id in context.live_allocations]
+    if not changes:
+        return
+    # The allocations' rows first, then the jobs', each in id order, as every stop and release
+    # takes them (a report of several exits: transitions.complete_releases).
+    list(Allocation.objects.select_for_update(no_key=True).filter(pk__in=[live.allocation_id for live, _ in changes])
+         .order_by("pk").values_list("pk", flat=True))
+    written = []
+    for live, change in sorted(changes, key=lambda lc: lc[0].allocation_id):
+        if Allocation.objects.filter(
             pk=live.allocation_id, generation=live.generation, state__in=LIVE_ALLOCATION_STATES,
             borrowed=not change.borrowed,
-        ).update(borrowed=change.borrowed)
-        if not written:
-            continue
-        job = Job.objects.only("id", "team_id").get(pk=int(change.job_id))
-        Job.objects.filter(pk=job.pk).update(borrowed=change.borrowed)
-        sentence = (f"Now counts as borrowed: {change.message}; a lender reclaiming its GPUs preempts "
-                    "borrowed work first" if change.borrowed else
-                    f"Now counts as within its team's quota: {change.message}")
-        transitions.record_event(
-            EventKind.JOB_BORROWING, actor, job=job, allocation=Allocation(pk=live.allocation_id),
+        ).update(borrowed=change.borrowed):
+            written.append((live, change))
+    if not written:
+        return
+    jobs = {job.pk: job for job in Job.objects.select_for_update(no_key=True).filter(
+        pk__in=[int(c.job_id) for _, c in written]).order_by("pk").only("id", "team_id")}
+    for flag in (False, True):
+        Job.objects.filter(pk__in=[int(c.job_id) for _, c in written if c.borrowed is flag]).update(borrowed=flag)
+    Event.objects.bulk_create([
+        Event(**transitions.event_fields(
+            EventKind.JOB_BORROWING, actor, job=jobs[int(change.job_id)], allocation=Allocation(pk=live.allocation_id),
             epoch=epoch, at=at, reason="Borrowing" if change.borrowed else "WithinQuota",
-            message=fit_stored(sentence, 1000), data={"borrowed": change.borrowed},
-        )
-        log.info("job_borrowing_changed", job=job.pk, borrowed=change.borrowed)
+            message=fit_stored(
+                f"Now counts as borrowed: {change.message}; a lender reclaiming its GPUs preempts borrowed work first"
+                if change.borrowed else f"Now counts as within its team's quota: {change.message}", 1000),
+            data={"borrowed": change.borrowed},
+        ))
+        for live, change in written if int(change.job_id) in jobs
+    ])
+    log.info("jobs_borrowing_changed", borrowed=sorted(int(c.job_id) for _, c in written if c.borrowed),
+             within_quota=sorted(int(c.job_id) for _, c in written if not c.borrowed))
 
 
 def _store_growth_notes(plan: engine.Plan) -> None:

@@ -89,3 +89,15 @@ def test_usage_before_the_change_keeps_its_flag(fleet: Fleet, ml_runs_16: dict[s
         (False, accounting.to_us(newer.started_at), accounting.to_us(changed_at)),
         (True, accounting.to_us(changed_at), None),
     ]
+
+
+def test_a_quota_lowered_to_zero_makes_every_running_job_borrowed_in_one_cycle(
+        fleet: Fleet, ml_runs_16: dict[str, Any]) -> None:
+    _set_nominal(fleet, ml_runs_16["quota"], 0)
+
+    cycle.run_cycle("worker-1")
+
+    jobs = [ml_runs_16["older"].pk, ml_runs_16["newer"].pk]
+    assert list(Job.objects.filter(pk__in=jobs, borrowed=True).order_by("pk").values_list("pk", flat=True)) == jobs
+    assert sorted(Event.objects.filter(kind=EventKind.JOB_BORROWING).values_list("job_id", flat=True)) == jobs
+    assert Allocation.objects.filter(job_id__in=jobs, borrowed=True).count() == 2
