@@ -350,6 +350,17 @@ def derive_minutes(
         if loss.end_us > loss.start_us:
             losses_by_allocation[loss.allocation_id].append(loss)
     whole: dict[tuple[int, int], bool] = {}
+    # What each allocation held on each node from first to last: a hold cut where the job's
+    # borrowed flag changed (accounting.held_spans) is one hold, whole across the cut.
+    held_from_to: dict[tuple[int, int], tuple[int, int | None]] = {}
+    for span in spans:
+        key = (span.allocation_id, span.node_id)
+        seen = held_from_to.get(key)
+        if seen is None:
+            held_from_to[key] = (span.start_us, span.end_us)
+        else:
+            held_from_to[key] = (min(seen[0], span.start_us),
+                                 None if seen[1] is None or span.end_us is None else max(seen[1], span.end_us))
     first_minute = start_us // MINUTE_US * MINUTE_US
     for span in spans:
         span_end = end_us if span.end_us is None else min(span.end_us, end_us)
@@ -393,7 +404,8 @@ def derive_minutes(
                     cell.useful_tokens += s.useful_tokens * share
                     cell.retained_steps += s.steps * share * kept
                     cell.retained_tokens += s.useful_tokens * share * kept
-            covers = span.start_us <= minute and (span.end_us is None or span.end_us >= m1) and m1 <= end_us
+            held_from, held_to = held_from_to[(span.allocation_id, span.node_id)]
+            covers = held_from <= minute and (held_to is None or held_to >= m1) and m1 <= end_us
             previous = whole.get((span.job_id, minute), True)
             whole[(span.job_id, minute)] = previous and covers
             minute = m1

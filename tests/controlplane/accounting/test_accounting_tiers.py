@@ -150,6 +150,16 @@ def test_the_minute_a_gang_member_leaves_is_not_steady() -> None:
     assert [jm.steady for _, jm in sorted(d.job_minutes[1].items())] == [True, False, True]
 
 
+def test_a_hold_cut_where_its_borrowed_flag_changed_stays_steady_through_the_cut() -> None:
+    """A running job the scheduler came to count as borrowed mid-minute holds its GPUs on
+    (accounting.held_spans cuts its span at the change): the minute is still held whole."""
+    end, cut = T0 + 3 * MINUTE_US, T0 + 90 * US
+    spans = [span(end=cut), span(start=cut, end=end, borrowed=True)]
+    d = derive_minutes(T0, end, spans, samples(T0, end), [], prices())
+    assert [jm.steady for _, jm in sorted(d.job_minutes[1].items())] == [True, True, True]
+    assert sum(c.allocated_gpu_us for (_, _, _, _, borrowed), c in d.cells.items() if borrowed) == 8 * 90 * US
+
+
 def test_trailing_partial_minute_is_never_steady() -> None:
     end = T0 + 90 * US
     d = derive_minutes(T0, end, [span()], samples(T0, end), [], prices())
