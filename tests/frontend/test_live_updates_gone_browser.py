@@ -103,3 +103,64 @@ def test_an_unreachable_server_is_asked_again_less_and_less_often_then_as_before
     page.wait_for_timeout(2000)  # back at 200 ms: about 10
     assert len(asked) - start >= 6, len(asked) - start
     admin.errors = [e for e in admin.errors if "ERR_INTERNET_DISCONNECTED" not in e]
+
+
+def _assert_closed(page: Any, selector: str, why: str) -> None:
+    """An action on what is gone is disabled, and its title says why (a 404 is all it could get)."""
+    buttons = page.locator(selector)
+    assert buttons.count() > 0, selector
+    for i in range(buttons.count()):
+        expect(buttons.nth(i)).to_be_disabled()
+        expect(buttons.nth(i)).to_have_attribute("title", re.compile(re.escape(why)))
+
+
+def test_a_deleted_nodes_actions_are_closed_saying_why(session: Any) -> None:  # noqa: F811
+    """Until 7 Dec the cordon and drain buttons of a node deleted under the page stayed active
+    beside the "Live updates stopped" notice; a click got the API's 404."""
+    admin = session("admin")
+    admin.open("/nodes/a100-04/")
+    page = admin.page
+    expect(page.locator('[data-node-action="cordon"]')).to_be_enabled()
+    page.evaluate(POLL_FAST)
+
+    Node.objects.filter(name="a100-04").delete()
+
+    expect(page.locator("#live-banner")).to_contain_text("Live updates stopped", timeout=LIVE_TIMEOUT_MS)
+    for verb in ("cordon", "drain"):
+        _assert_closed(page, f'[data-node-action="{verb}"]', "No node is named 'a100-04'.")
+    expect(page.locator("#node-action-reason")).to_be_disabled()
+    admin.expect_refusal("/ui/nodes/a100-04.json", 404)
+
+
+def test_an_action_clicked_on_a_node_already_gone_leaves_it_closed(session: Any) -> None:  # noqa: F811
+    """The 404 of the click itself leads to the poll that finds the node gone: the button the click
+    had disabled while it was asking is not enabled again after."""
+    admin = session("admin")
+    admin.open("/nodes/a100-04/")
+    page = admin.page
+    page.evaluate("() => QM.stop()")  # no poll notices first: the click does
+    Node.objects.filter(name="a100-04").delete()
+
+    page.locator('[data-node-action="cordon"]').click()
+
+    expect(page.locator("#live-banner")).to_contain_text("Live updates stopped", timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_timeout(300)  # past the click's own finally
+    _assert_closed(page, "[data-api-post]", "No node is named 'a100-04'.")
+    admin.expect_refusal("/ui/nodes/a100-04.json", 404)
+    admin.expect_refusal("/cordon/", 404)  # the click's own answer
+
+
+def test_a_job_page_whose_reader_left_the_team_closes_its_actions(session: Any) -> None:  # noqa: F811
+    job = submit(user("alice"), SubmitRequest(name="left-behind", gpus=2, hold=True)).job
+    alice = session("alice")
+    alice.open(f"/jobs/{job.pk}/")
+    page = alice.page
+    expect(page.locator("#cancel-job")).to_be_enabled()
+    page.evaluate(POLL_FAST)
+
+    Membership.objects.filter(user__username="alice").delete()
+
+    expect(page.locator("#live-banner")).to_contain_text("Live updates stopped", timeout=LIVE_TIMEOUT_MS)
+    for selector in ("#cancel-job", "#release-job", '#change-job button[type="submit"]'):
+        _assert_closed(page, selector, "No such job, or not yours to see.")
+    alice.expect_refusal(f"/ui/jobs/{job.pk}.json", 404)

@@ -1079,9 +1079,25 @@
         : "What this page shows is no longer visible to you.");
       QM.stop();
       markStale();
+      closeActions(detail);
       showBanner("Live updates stopped: " + detail + " What this page shows is as it was at " +
         keptUpAt.toISOString().slice(11, 19) + " UTC and is no longer kept up.");
       return null;
+    });
+  }
+
+  /* The page's actions on what is gone (a node's cordon and drain, a job's hold, cancel, requeue,
+     its Change form) would only get the API's 404: they are disabled, each titled with why, and
+     the reasons typed for them with them. `data-gone` keeps them so (bindActions' finally). */
+  function closeActions(detail) {
+    var why = "Not available: live updates stopped. " + detail;
+    var buttons = document.querySelectorAll('[data-api-post], [data-job-url] button[type="submit"]');
+    buttons.forEach(function (button) {
+      button.disabled = true;
+      button.dataset.gone = "true";
+      button.title = why;
+      var source = button.dataset.bodyFrom && document.getElementById(button.dataset.bodyFrom);
+      if (source) { source.disabled = true; source.title = why; }
     });
   }
 
@@ -1223,7 +1239,7 @@
           // A request refused as invalid changed nothing: its words (and what was typed) stay.
           if (result.status === 400) return null;
           return QM.poll().then(function () { if (out && QM.state) out.dataset.forState = QM.state; });
-        }).finally(function () { button.disabled = false; });
+        }).finally(function () { button.disabled = button.dataset.gone === "true"; });
       });
     });
   }
@@ -1673,7 +1689,8 @@
       }).finally(function () {
         var note = form.closest("[data-form-for-state]");
         note = note && note.querySelector("[data-stale-note]");
-        button.disabled = Boolean(note && !note.hidden);  // (markStaleForms: the job moved on)
+        // (markStaleForms: the job moved on; closeActions: it is gone)
+        button.disabled = Boolean(note && !note.hidden) || button.dataset.gone === "true";
       });
     });
   }
