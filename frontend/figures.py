@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import percent_text
+from controlplane.services.cycle import SAMPLE_EVERY_S
 from frontend.chart_figures import figures_table, time_range, values_table
 from frontend.templatetags.qm import duration, said
 from scheduler_core.sentences import gpu_hours
@@ -177,27 +178,41 @@ def _stride_note(samples: Sequence[Mapping[str, Any]]) -> str:
 # ----------------------------------------------------------------------------- the overview
 
 
-#: A stretch between two cycle samples this many times the window's usual step (and at least
-#: MIN_GAP_S) had no scheduling cycle: the scheduler was down or stuck.
-GAP_FACTOR = 3.0
-MIN_GAP_S = 60.0
+#: A stretch between two points of a cycle-sample series more than this many times the series'
+#: own step had no scheduling cycle: the scheduler was down, restarting or stuck.
+GAP_FACTOR = 2.0
 GAP_COLOUR = "#dee2e6"
 
 
+def _median(values: Sequence[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def sample_step_s(samples: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+    """The series' own step: (between two drawn points, between two stored samples). Samples are
+    stored one per cycle at most every SAMPLE_EVERY_S, so a stored sample's step is the median
+    time between them per stored sample, never less than that; a window thinned to every n-th
+    sample (fleet_series: ids n apart) draws a point every n of them."""
+    pairs = list(zip(samples[:-1], samples[1:], strict=True))
+    strides = [b.get("id", 0) - a.get("id", 0) for a, b in pairs]
+    stride = _median(strides) if all(n > 0 for n in strides) else 1
+    per_sample = max(_median([(b["at"] - a["at"]).total_seconds() for a, b in pairs]) / stride, SAMPLE_EVERY_S)
+    return per_sample * stride, per_sample
+
+
 def cycle_gaps(samples: Sequence[Mapping[str, Any]], until: datetime | None = None) -> list[tuple[datetime, datetime]]:
-    """Stretches with no cycle sample: consecutive samples further apart than GAP_FACTOR times
-    the median step between them (and MIN_GAP_S). A line drawn step-wise across such a stretch
-    holds the last value, as if the fleet had stood still while nobody looked. With `until` (the
-    window's end: now), a loop silent since the last sample is such a stretch too, up to it."""
+    """Stretches with no cycle sample: consecutive points further apart than GAP_FACTOR times
+    the series' own step (`sample_step_s`). A line drawn step-wise across such a stretch holds
+    the last value, as if the fleet had stood still while nobody looked. With `until` (the
+    window's end: now), a loop silent since the last sample is such a stretch too, up to it:
+    the last point is the newest sample, so the next was due within one stored sample's step."""
     if len(samples) < 3:
         return []
-    pairs = list(zip(samples[:-1], samples[1:], strict=True))
-    steps = [(b["at"] - a["at"]).total_seconds() for a, b in pairs]
-    usual = sorted(steps)[len(steps) // 2]
-    limit = max(GAP_FACTOR * usual, MIN_GAP_S)
-    gaps = [(a["at"], b["at"]) for (a, b), step in zip(pairs, steps, strict=True) if step > limit]
+    drawn_step, stored_step = sample_step_s(samples)
+    gaps = [(a["at"], b["at"]) for a, b in zip(samples[:-1], samples[1:], strict=True)
+            if (b["at"] - a["at"]).total_seconds() > GAP_FACTOR * drawn_step]
     last = samples[-1]["at"]
-    if until is not None and (until - last).total_seconds() > limit:
+    if until is not None and (until - last).total_seconds() > GAP_FACTOR * stored_step:
         gaps.append((last, until))
     return gaps
 

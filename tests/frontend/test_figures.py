@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from frontend import figures
 from frontend.heatmap import NodeRow, Slot
@@ -164,6 +165,56 @@ def test_a_stretch_with_no_cycle_is_shaded_and_said_not_drawn_as_a_steady_fleet(
     go.Figure(chart.figure)  # plotly.js understands the bands
     steady = figures.stranded_gpus(samples[:20])
     assert "shapes" not in steady.figure["layout"] and "no scheduling cycle" not in steady.caption
+
+
+def _cycle_samples(at: list[datetime], first_id: int = 1, id_step: int = 1) -> list[dict[str, Any]]:
+    return [{"id": first_id + id_step * i, "at": t, "stranded_gpus": 1, "allocated_gpus": 10, "total_gpus": 16,
+             "unavailable_gpus": 0, "pending_by_priority": {"research": 2}, "pending_by_team": {"vision": 2},
+             "largest_free_block_by_pool": {"a100": 4}, "dominant_share_by_team": {"vision": 0.25}}
+            for i, t in enumerate(at)]
+
+
+def _gap_bands(chart: figures.Chart) -> list[tuple[str, str]]:
+    return [(s["x0"], s["x1"]) for s in chart.figure["layout"].get("shapes", [])]
+
+
+def test_a_43_second_restart_is_shaded_where_samples_come_every_6_seconds():
+    """A control-plane restart of 43 s between samples stored every 6 s: the lines held their
+    values across it unmarked, since only stretches of more than a minute were shaded (QA, 7 Dec).
+    A stretch is a gap once it is more than twice the series' own step."""
+    at = [T0 + timedelta(seconds=6 * i) for i in range(30)]
+    at += [at[-1] + timedelta(seconds=43) + timedelta(seconds=6 * i) for i in range(30)]
+    samples = _cycle_samples(at)
+    for chart in (figures.stranded_gpus(samples), figures.queue_depth(samples, []),
+                  figures.largest_free_block(samples), figures.dominant_share(samples, {})):
+        assert _gap_bands(chart) == [(figures.ts(at[29]), figures.ts(at[30]))], chart.key
+        assert "no scheduling cycle ran" in chart.caption, chart.key
+
+
+def test_a_thinned_series_shades_a_stretch_by_its_drawn_step_and_its_silent_tail_by_one_sample():
+    """A window thinned to every 3rd sample (ids 3 apart) of samples 6 s apart draws a point every
+    18 s: a step of 30 s is no gap there (under 2 × 18), one of 61 s is. The loop silent since
+    the last sample is a gap after twice one sample's step (the last point is the newest sample)."""
+    at = [T0 + timedelta(seconds=18 * i) for i in range(20)]
+    at += [at[-1] + timedelta(seconds=30)] + [at[-1] + timedelta(seconds=30 + 18 * i) for i in range(1, 10)]
+    at += [at[-1] + timedelta(seconds=61)] + [at[-1] + timedelta(seconds=61 + 18 * i) for i in range(1, 10)]
+    samples = _cycle_samples(at, id_step=3)
+    assert _gap_bands(figures.stranded_gpus(samples)) == [(figures.ts(at[29]), figures.ts(at[30]))]
+    assert _gap_bands(figures.stranded_gpus(samples, until=at[-1] + timedelta(seconds=10))) == [
+        (figures.ts(at[29]), figures.ts(at[30]))]
+    silent = at[-1] + timedelta(seconds=13)
+    assert _gap_bands(figures.stranded_gpus(samples, until=silent)) == [
+        (figures.ts(at[29]), figures.ts(at[30])), (figures.ts(at[-1]), figures.ts(silent))]
+
+
+def test_a_late_sample_within_twice_the_step_is_no_gap():
+    """Samples 6 s apart (a 2 s cycle, one sample stored at most every 5 s), now and then 10 or 12 s
+    (a cycle that ran long): within twice the step, not shaded at each late one."""
+    steps = [6, 6, 6, 12, 6, 6, 10, 6, 6, 6, 12, 6]
+    at = [T0]
+    for step in steps * 3:
+        at.append(at[-1] + timedelta(seconds=step))
+    assert _gap_bands(figures.stranded_gpus(_cycle_samples(at))) == []
 
 
 def test_what_if_bar_labels_are_numbers_and_the_unit_is_on_the_axis_and_in_the_hover() -> None:
