@@ -21,7 +21,7 @@ from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import percent_text
 from controlplane.services.cycle import SAMPLE_EVERY_S
 from frontend.chart_figures import figures_table, time_range, values_table
-from frontend.templatetags.qm import duration, said
+from frontend.templatetags.qm import duration, said, utc
 from scheduler_core.sentences import gpu_hours
 
 # Okabe–Ito, then Tableau: distinguishable, colour-blind-friendly for the first eight teams.
@@ -295,7 +295,8 @@ def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[s
                         "appears here, one point per cycle.", traces, until=until)
 
 
-def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "") -> Chart:
+def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "",
+                      window_end: datetime | None = None) -> Chart:
     """Allocated, active and productive GPU time as % of fleet capacity, per interval."""
     caption = (
         "Share of the fleet's GPU time that was allocated to a job, active on the device, and "
@@ -304,10 +305,11 @@ def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str =
     )
     return _tier_steps("utilization", "Utilization in three tiers", caption, "% of fleet GPU-time", points,
                        "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
-                       "active and productive shares of the fleet appear here.")
+                       "active and productive shares of the fleet appear here.", window_end)
 
 
-def node_utilization_tiers(points: Sequence[Mapping[str, Any]], node: str, *, source_note: str = "") -> Chart:
+def node_utilization_tiers(points: Sequence[Mapping[str, Any]], node: str, *, source_note: str = "",
+                           window_end: datetime | None = None) -> Chart:
     """One node's allocated, active and productive GPU time as % of its own capacity, per
     interval (services/node_tiers.py)."""
     caption = (
@@ -318,11 +320,23 @@ def node_utilization_tiers(points: Sequence[Mapping[str, Any]], node: str, *, so
     return _tier_steps("node_tiers", f"Utilization of {node} in three tiers", caption, f"% of {node}'s GPU-time",
                        points,
                        f"No usage of {node} recorded in this window yet. Once jobs run on it and its agent "
-                       "reports, the allocated, active and productive shares of its GPUs appear here.")
+                       "reports, the allocated, active and productive shares of its GPUs appear here.", window_end)
+
+
+def drawn_to_rollup(start: datetime, end: datetime, window_end: datetime) -> str:
+    """The range a chart read from the rollups draws, said: its window starts at now − 24 h, but it
+    ends at the last accounting rollup, short of the window's end (now) by what is not rolled up
+    yet. Said as showback's page says what it covers, so "24 hours" is not read as the span."""
+    note = f" Drawn from {utc(start)} to {utc(end)}"
+    short = (window_end - end).total_seconds()
+    if short >= 0.5:
+        return note + (f": up to the last accounting rollup, {duration(short)} before the window's end at "
+                       f"{utc(window_end)} (not rolled up yet).")
+    return note + "."
 
 
 def _tier_steps(key: str, title: str, caption: str, y_title: str, points: Sequence[Mapping[str, Any]],
-                empty: str) -> Chart:
+                empty: str, window_end: datetime | None = None) -> Chart:
     """The three tiers as steps, shares of a capacity (the overview's and the node page's chart).
 
     Each value holds from its bucket's start to the next one's (a step). A point that says
@@ -342,6 +356,8 @@ def _tier_steps(key: str, title: str, caption: str, y_title: str, points: Sequen
         ]
 
     caption += " Where two tiers are equal, the higher one shows as a rim around the lower."
+    if points and window_end is not None:
+        caption += drawn_to_rollup(points[0]["at"], points[-1]["at"], window_end)
     return _time_series(key, title, caption, y_title, points, empty, traces, stride_note=False, mark_gaps=False,
                         yaxis={"range": [0, 100], "ticksuffix": "%"})
 

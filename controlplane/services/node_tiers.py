@@ -111,6 +111,11 @@ class NodeTiers:
         return self.end <= self.start
 
     @property
+    def unrolled_s(self) -> float:
+        """How far before the window's end the figures stop: the time since the last rollup."""
+        return (self.asked_end - self.end).total_seconds()
+
+    @property
     def cut_at_horizon(self) -> bool:
         return self.asked_start < self.reaches_back_to
 

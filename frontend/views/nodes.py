@@ -377,7 +377,7 @@ def tiers_payload(node: Node, tiers: NodeTiers) -> dict[str, Any]:
              **{f"{t}_share": (getattr(g, t) / g.capacity if g.capacity > 0 else None) for t in TIERS}}
             for g in tiers.gpus
         ],
-        "chart": figures.node_utilization_tiers(points, node.name, source_note=note),
+        "chart": figures.node_utilization_tiers(points, node.name, source_note=note, window_end=tiers.asked_end),
         "figures": tiers,
     }
 

@@ -53,7 +53,7 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     with_gpus, gpus_from = since_the_fleet_had_gpus(samples)
     charts = [
         figures.queue_depth(samples, priority_order, team, until=live_until),
-        figures.utilization_tiers(tiers, source_note=tier_note),
+        figures.utilization_tiers(tiers, source_note=tier_note, window_end=until),
         figures.from_first_gpu(figures.stranded_gpus(with_gpus, until=live_until), gpus_from),
         figures.from_first_gpu(figures.largest_free_block(with_gpus, sorted({row.pool for row in grid}),
                                                           until=live_until), gpus_from),

@@ -14,6 +14,7 @@ and 2.0 GPU-hours of 8.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -22,6 +23,7 @@ from django.utils import timezone
 from controlplane.models import Node, Team
 from controlplane.services import accounting
 from controlplane.services.usage_tiers import floor_to
+from frontend import figures
 from tests.controlplane.accounting.builders import hold, report, running_job
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +163,39 @@ def test_a_week_reads_whole_hours_from_the_hourly_rows_with_the_same_figures_and
         assert gpu_cells(rows_html, index) == gpu_cells(raw_html, index)
     assert rows_chart == raw_chart and len(rows_chart[0][1]) >= 2  # an hour a point
     assert rows_queries == raw_queries
+
+
+def test_the_node_pages_window_says_the_range_drawn_and_how_far_short_of_now_it_ends(client_for, node_at_work):
+    """The window starts at now − 1 h but the figures end at the last rollup: the page said "the
+    last hour" for a range a few seconds (or minutes) short of it, and the chart said nothing
+    (QA, 7 Dec). The note and the chart's caption name the range drawn, and how far before the
+    window's end the rollup stood; the chart draws exactly that range."""
+    from controlplane.models import AccountingCursor
+    from frontend.templatetags.qm import duration, utc
+
+    rolled = timezone.now() - timedelta(seconds=42)
+    AccountingCursor.objects.filter(name=accounting.CURSOR_NAME).update(rolled_until=rolled)
+    page = client_for("admin").get(f"/nodes/{node_at_work.name}/?window=1h")
+    f = page.context["tiers"]["figures"]
+    assert f.end == rolled and f.asked_end > rolled
+    short = duration(f.asked_end - f.end)
+    said = (f"From {utc(f.start)} to {utc(f.end)}: the last hour up to the last accounting rollup, {short} "
+            f"before the window's end at {utc(f.asked_end)} (not rolled up yet)")
+    assert said in page.content.decode()
+    chart = page.context["charts"]["node_tiers"]
+    assert f"Drawn from {utc(f.start)} to {utc(f.end)}: up to the last accounting rollup, {short} before the " \
+           f"window's end at {utc(f.asked_end)} (not rolled up yet)." in chart.caption
+    x = chart.figure["data"][0]["x"]
+    assert (x[0], x[-1]) == (figures.ts(f.start), figures.ts(f.end))
+
+
+def test_the_overviews_tier_chart_says_the_range_it_draws(client_for, node_at_work):
+    """The overview's tier chart ends at the same rollup: its caption says so, as the node page's."""
+    from controlplane.models import AccountingCursor
+    from frontend.templatetags.qm import utc
+
+    rolled = timezone.now() - timedelta(seconds=42)
+    AccountingCursor.objects.filter(name=accounting.CURSOR_NAME).update(rolled_until=rolled)
+    chart = client_for("admin").get("/ui/overview.json?window=1h").json()["charts"]["utilization"]
+    assert re.search(rf"Drawn from .* to {utc(rolled)}: up to the last accounting rollup, 4\d s before the window's "
+                     r"end at .* UTC \(not rolled up yet\)\.", chart["caption"]), chart["caption"]
