@@ -16,6 +16,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='members_on_distinct_nodes',
-            field=models.BooleanField(default=False, help_text="No two members of the gang on one node (Slurm's --ntasks-per-node=1); otherwise members are packed, two on a node with room for both."),
+            field=models.BooleanField(db_default=False, default=False, help_text="No two members of the gang on one node (Slurm's --ntasks-per-node=1); otherwise members are packed, two on a node with room for both."),
         ),
     ]

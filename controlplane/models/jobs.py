@@ -49,8 +49,9 @@ class Job(models.Model):
     memory_gb_per_gpu = models.PositiveIntegerField("memory per GPU (GB)", default=0)
     topology = models.CharField(max_length=16, choices=Topology.choices, default=Topology.ANY)
     members_on_distinct_nodes = models.BooleanField(
-        default=False, help_text="No two members of the gang on one node (Slurm's --ntasks-per-node=1); "
-                                 "otherwise members are packed, two on a node with room for both.",
+        default=False, db_default=False,
+        help_text="No two members of the gang on one node (Slurm's --ntasks-per-node=1); "
+                  "otherwise members are packed, two on a node with room for both.",
     )
     min_gpus = models.PositiveIntegerField("min GPUs", null=True, blank=True)
     max_gpus = models.PositiveIntegerField("max GPUs", null=True, blank=True)

@@ -31,11 +31,12 @@ PINNED = {
     "/jobs/": 13,
     "/ui/jobs.json": 4,
     # one for its dependencies, both ways (services/dependencies.page_of); its Output panel two
-    # (its runs; each rank's span), three once it has output (the last lines); its Runs panel six
+    # (its runs; each rank's span), three once it has output (the last lines); its Runs panel seven
     # (the latest runs with their count, their GPUs, their events; what all its runs cost: their
-    # spans, gang members' early exits, the price rates; none for a job that never ran)
-    "/jobs/{job}/": 19,
-    "/ui/jobs/{job}.json": 19,
+    # spans, gang members' early exits, the changes of their borrowed flag, the price rates; none
+    # for a job that never ran)
+    "/jobs/{job}/": 20,
+    "/ui/jobs/{job}.json": 20,
     # four for the dominant shares and fair-share usage read live, as `qm sshare` reads them
     # (fair_share.fair_shares; before 6 Dec the page showed the last cycle's sample)
     "/teams/": 18,
