@@ -273,6 +273,18 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
     )
 
 
+def _within_quota_words(key: tuple[str, str], held: int, nominal: int, mine: int) -> str:
+    """Why a job counts within its team's quota again, for one GPU type: the team may still
+    hold more than its nominal, that excess counted on its jobs still borrowed (the job's
+    words said "holds 12 GPUs, within its nominal quota of 8")."""
+    team, gpu_type = key
+    holds = f"team {team} holds {counted(held, gpu_type + ' GPU')}"
+    if held <= nominal:
+        return f"{holds}, within its nominal quota of {nominal}"
+    return (f"{holds}, {held - nominal} above its nominal quota of {nominal}, counted on its jobs "
+            f"still borrowed; this job's {mine} fit within the quota")
+
+
 def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: ClusterState,
                                       ledger: QuotaLedger, charges: dict[tuple[str, str], int],
                                       flagged: dict[tuple[str, str], int],
@@ -307,6 +319,7 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
             surplus[key] = flagged.get(key, 0) - max(0, held - nominal)
             continue
         team, gpu_type = key
+        above, marked = excess, 0
         mine = [job for job in running.values() if job.spec.team == team and not job.borrowed]
         # GPUs already stopping go back to the cohort anyway
         excess -= sum(_held_of_type(state, job, gpu_type, node_types) for job in mine if job.terminating)
@@ -318,11 +331,16 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
             if gpus:
                 running[job.spec.id] = dataclasses.replace(job, borrowed=True)
                 excess -= gpus
+                marked += gpus
                 changes.append(BorrowingChange(
                     job.spec.id, True,
                     f"team {team} holds {counted(held, gpu_type + ' GPU')}, "
                     f"{held - nominal} above its nominal quota of {nominal}"
                     + ("" if q is not None else " (it has no quota of the type)")))
+        # The last job marked may cover more than was above (a 4-GPU job for the last 2): the
+        # next cycle would count that much within quota again, so it is counted so now, below,
+        # and no job says borrowed one cycle and within quota the next.
+        surplus[key] = marked - above
     under = {team for (team, _), gpus in surplus.items() if gpus > 0}
     for job in sorted((j for j in running.values() if j.borrowed and not j.terminating
                        and j.spec.team in under),
@@ -336,9 +354,11 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
         for k in keys:
             surplus[k] -= by_type[k[1]]
         running[job.spec.id] = dataclasses.replace(job, borrowed=False)
-        words = "; ".join(
-            f"team {k[0]} holds {counted(charges[k], k[1] + ' GPU')}, within its nominal quota "
-            f"of {ledger.quota[k].nominal_gpus if k in ledger.quota else 0}" for k in keys)
+        if any(c.job_id == job.spec.id for c in changes):  # marked above: it keeps its snapshot's mark
+            changes = [c for c in changes if c.job_id != job.spec.id]
+            continue
+        words = "; ".join(_within_quota_words(k, charges[k], ledger.quota[k].nominal_gpus if k in ledger.quota else 0,
+                                              by_type[k[1]]) for k in keys)
         changes.append(BorrowingChange(job.spec.id, False, words))
     return sorted(changes, key=lambda c: c.job_id)
 

@@ -157,7 +157,17 @@ Two independent proofs:
   job now makes it, with the plan's ``borrowing`` naming each such job, 2026-12-07: the new
   plan equals, ``borrowing`` aside, the plan of the engine of 7f9aacf5 of the same snapshot with
   each running job's flag as the new plan's ``borrowing`` says (33, 26, 39 of seeds 1, 3, 7 at
-  1,000 GPUs; 57 at 2,000; 329 at 10,000; all now within quota)::
+  1,000 GPUs; 57 at 2,000; 329 at 10,000; all now within quota); and, 2026-12-07, from a ``git
+  worktree`` of 05a77cf4 in one script, compared field by field: a job counted within quota
+  again while its team still holds more than its nominal says so (every such ``borrowing``
+  message; nothing else changed), and a lowered quota's borrowers marked once, the GPUs the
+  last one marked covers beyond the excess counted within quota in the same cycle (the next
+  cycle did it, each such job said borrowed and then within quota a second apart): borrowed
+  GPUs 136 → 134 and 113 → 110 at seeds 7 and 1 (1,000 GPUs); at seed 3 run-000037, no longer
+  counted borrowed, is not reclaimed, so one 2-GPU job fewer is bound and run-000013 is
+  preempted for job-000355 instead of job-000404; 2,000 and 10,000 GPUs unchanged but for the
+  messages; planned again with the plan's marks, no seed changes a mark (seeds 7 and 1 changed
+  2 before)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -187,11 +197,11 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "d6072bec7a2f5bc043a2fb670bb3f7dd54a6e90eba8d6cac50356257cbe712a1",
-    (1000, 500, 200, 1): "994873e99798edfc7746fa3ea8147fccc5130caa881c348ba7eae965a5ecc76c",
-    (1000, 500, 200, 3): "d6650ad592ef721b8e250c95431c6c661962ec0e7992eb016e39ca2089acfe69",
-    (2000, 1000, 400, 4): "443c1ae0be68cb2748d9c135e4871952b5e853692a3fded775cd59e7c7e2700f",
-    (10000, 5000, 2000, 7): "aa316dd80da6f3873af8152e3e2c6df0984199d33d1d30c581f8f2753b85a84b",
+    (1000, 500, 200, 7): "e5aa83314bbc9ba2d9ef7db6ad0a485e15721bab8169128757c1521824bfb1ad",
+    (1000, 500, 200, 1): "5b6e63dd32a3fba22b9924fe430aa87e1514f6233e731f02c822c446de15151f",
+    (1000, 500, 200, 3): "2beba65c96ec6125b0dbaa90eb2b707b93349d988085e36683394d8ac8db0076",
+    (2000, 1000, 400, 4): "111bc33e0597f8535755b7adae7309d032ca664aa28ac5888ec8ef3ed677142b",
+    (10000, 5000, 2000, 7): "f4c2464fc71b78192aab131e55ab701699b5eed3e3b89ba7c846c2ccff767f1b",
 }
 
 

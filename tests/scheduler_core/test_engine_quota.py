@@ -232,6 +232,54 @@ def test_a_job_counted_borrowed_counts_within_quota_again_once_its_quota_is_rais
     assert plan.preemptions == () and plan.fleet.borrowed_gpus == 0
 
 
+def test_a_job_within_quota_again_beside_borrowed_ones_is_not_told_its_team_is_within_quota():
+    """Found by QA (7 Dec): vision held 12 A100 GPUs, its quota raised from 4 to 8; its oldest
+    borrowed job counted within quota again with "team vision holds 12 A100-40GB GPUs, within
+    its nominal quota of 8", while 4 GPUs of its later jobs still counted borrowed. The words
+    say what is true: the team is still above its nominal, that excess on its other jobs."""
+    cluster = (
+        make_cluster().nodes(3)
+        .quota("vision", "a100", 16, cohort="shared").quota("serving", "a100", 8, cohort="shared")
+        .running(*(make_running(make_job(name).team("vision").gpus(8)).whole(node).started(started)
+                   .borrowed(name != "first")
+                   for name, node, started in (("first", "n0", 1_000), ("second", "n1", 2_000),
+                                               ("third", "n2", 3_000))))
+        .at(10_000)
+    )
+    plan = cluster.plan()
+
+    [change] = plan.borrowing
+    assert (change.job_id, change.borrowed) == ("second", False)
+    assert change.message == ("team vision holds 24 a100 GPUs, 8 above its nominal quota of 16, "
+                              "counted on its jobs still borrowed; this job's 8 fit within the quota")
+
+
+def test_a_lowered_quota_marks_its_borrowers_once_not_back_and_forth():
+    """Found by QA (7 Dec): vision's quota lowered from 8 to 2 while it held 9 GPUs, 2 of them
+    on jobs borrowed at bind. The cycle marked its jobs started last until they covered the 5
+    above: 1, 1, 1, then a 4-GPU job, 2 GPUs too many; the next cycle counted those 2 within
+    quota again (the younger 1-GPU jobs), so each said 'Now counts as borrowed' and, a second
+    later, 'Now counts as within its team's quota'. One cycle decides it, stable after."""
+    started = {"big": 1_000, "a": 2_000, "b": 3_000, "c": 4_000, "d": 5_000, "e": 6_000}
+    slots = {"big": ("n0", (0, 1, 2, 3)), "a": ("n0", (4,)), "b": ("n0", (5,)), "c": ("n0", (6,)),
+             "d": ("n0", (7,)), "e": ("n1", (0,))}
+
+    def cluster(borrowed: set[str]):
+        return (
+            make_cluster().nodes(2)
+            .quota("vision", "a100", 2, cohort="shared").quota("serving", "a100", 14, cohort="shared")
+            .running(*(make_running(make_job(name).team("vision").gpus(len(gpus))).on(node, *gpus)
+                       .started(started[name]).borrowed(name in borrowed)
+                       for name, (node, gpus) in slots.items()))
+            .at(10_000)
+        )
+
+    plan = cluster({"d", "e"}).plan()
+
+    assert sorted((c.job_id, c.borrowed) for c in plan.borrowing) == [("big", True), ("c", True)]
+    assert cluster({"big", "c", "d", "e"}).plan().borrowing == ()
+
+
 def test_a_borrowed_job_still_beyond_the_nominal_stays_borrowed_and_unreported():
     cluster = lowered_quota_cluster(vision=8)
     cluster._running = [dataclasses.replace(r, borrowed=r.spec.id == "newer") for r in cluster._running]

@@ -108,7 +108,15 @@
   than its snapshot, 2026-12-07: the new engine's plan of each snapshot equals, ``borrowing``
   aside, the plan of the engine of 7f9aacf5 (its tree in one script) of the same snapshot
   with each running job's flag as the new plan's ``borrowing`` says (29, 27, 54, 323 and 323
-  jobs in the order of GOLDEN, all now within quota); by::
+  jobs in the order of GOLDEN, all now within quota); and, 2026-12-07, from a ``git worktree``
+  of 05a77cf4 in one script, compared field by field: a job counted within quota again while
+  its team still holds more than its nominal says so (10, 23 and 2 ``borrowing`` messages in
+  the first three of GOLDEN; nothing else changed), and a lowered quota's borrowers marked
+  once, the GPUs the last one marked covers beyond the excess counted within quota in the same
+  cycle, not the next: borrowed GPUs 120 → 117 and 155 → 153 in the first two (run-000085 not
+  marked borrowed, run-000028 within quota again; run-000037 not marked), and in the second
+  run-000052 preempted for job-000449 in place of run-000037, which no longer counts as
+  borrowed; the last three unchanged but for those messages; by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -149,9 +157,9 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "7a2ebcae9c50195bc2af2f5127b69bb48901990ce72844bce56c70ff31d4084a",
-    (1000, 500, 200, 3, "loop"): "9d95927babe261a738f791c841ad7847bb091a1ad5cd0e7840fa2ff8f6adf642",
-    (2000, 1000, 400, 4, "default"): "b018e110853abe512eea545e1609476f0fb8912a49f656657b8c9cb916ad2fb7",
+    (1000, 500, 200, 1, "default"): "210585c30423ff44b67ec5349634d8b50ecb05638d9d048c9e07698140dbd516",
+    (1000, 500, 200, 3, "loop"): "9eb4da8b62c1abe9e2cc55982928cd972fffb24f4bdec0261bb43dfbe59d858b",
+    (2000, 1000, 400, 4, "default"): "465c537d923eb6171a44e68d9bfa682ef477f504ac894c285223c580a223d0d6",
     (10000, 5000, 2000, 7, "default"): "3b0a070113501fee70bc17a3b7128ae78283b1d372c5e8086ed3681bdd7c98a2",
     (10000, 5000, 2000, 7, "loop"): "c7631387b7536df306d666eca78450dcdfe19b6d8504008995305f067206e8f9",
 }
