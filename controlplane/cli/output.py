@@ -114,13 +114,16 @@ def terminal_output(text: str) -> tuple[str, str]:
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout,
-          cut: Sequence[str] = (), wide: Sequence[str] = (), short: dict[str, str] | None = None) -> dict[str, str]:
+          cut: Sequence[str] = (), wide: Sequence[str] = (), short: dict[str, str] | None = None,
+          least: dict[str, int] | None = None) -> dict[str, str]:
     """Columns padded to their widest cell; numbers right-aligned. On a terminal (or with COLUMNS)
     the table is its narrow view, as kubectl's and squeue's default: the columns named in `wide`
     are left out and the headers in `short` say their short form (`PREEMPTION WASTE $` → `WASTE $`,
     the figures as they are); `--wide`, a pipe or file without COLUMNS show every column. The
     columns named in `cut` (free text: a job's NAME) are then cut with `…` to fit the terminal
-    (terminal_width.py), and a line on stderr says which and that `--wide` shows them whole.
+    (terminal_width.py), none below its `least` (by full header; else SHORTEST): a column cut
+    only once the others are at theirs, and a line on stderr says which and that `--wide` shows
+    them whole.
     Returns the header printed for each column shown, by its full header (a footnote names a
     column only when it is there, as it is headed)."""
     limit = terminal_width.columns()
@@ -130,7 +133,8 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = s
     cells = [[("-" if row[i] is None or row[i] == "" else visible(row[i])) for i in kept] for row in rows]
     natural = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(titles)]
     widths = terminal_width.fitted(natural, [headers[i] in cut for i in kept],
-                                   [max(width(h), terminal_width.SHORTEST) for h in titles], 2, limit)
+                                   [max(width(titles[k]), (least or {}).get(headers[i], terminal_width.SHORTEST))
+                                    for k, i in enumerate(kept)], 2, limit)
     narrowed = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
     for row in cells:
         for i in narrowed:

@@ -67,7 +67,9 @@ def fitted(widths: Sequence[int], cuttable: Sequence[bool], shortest: Sequence[i
         return list(widths)
 
     def capped(cap: int) -> list[int]:
-        return [max(least, min(w, cap)) if cut else w for w, cut, least in zip(widths, cuttable, shortest, strict=True)]
+        # a column narrower than its shortest is never widened to it
+        return [max(min(least, w), min(w, cap)) if cut else w
+                for w, cut, least in zip(widths, cuttable, shortest, strict=True)]
 
     cap = max((w for w, cut in zip(widths, cuttable, strict=True) if cut), default=0)
     while cap > 0 and sum(capped(cap)) + gap * (len(widths) - 1) > limit:

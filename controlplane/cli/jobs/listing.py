@@ -117,8 +117,10 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         return 0
     # PRIORITY is --wide's (squeue's default leaves it out too): with it a held job's
     # `pending (held by admin)` or a WaitingForDependency pushed the row past 80 columns.
-    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"], cut=["NAME"],
-                 wide=["PRIORITY"])
+    # A waiting reason's code (WaitingForReservation, InsufficientContiguousGpus) took the row
+    # past 80 columns with the name already at its shortest: it is cut then, keeping 20 columns.
+    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"],
+                 cut=["NAME", "REASON"], wide=["PRIORITY"], least={"REASON": 20})
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
     for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
         print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")

@@ -170,3 +170,22 @@ def test_sshare_fits_80_columns_with_a_team_named_at_length(alice_qm, fleet) -> 
     assert "foundation-models-eu" in table and _widest(table) <= 80, narrow.out
     assert {"TEAM", "SHARE", "OF", "GPU SHARE", "GPUS HELD"} <= set(_headers(table.splitlines()[0])), narrow.out
     assert len(_headers(wide.out.splitlines()[0])) == 8, wide.out
+
+
+def test_a_long_waiting_reason_is_cut_after_the_name_to_fit_80_columns(alice_qm, fleet) -> None:
+    """Found by QA (7 Dec): on the demo `qm list` was 81 columns with a WaitingForReservation
+    job, its name already cut to 10; InsufficientContiguousGpus made it 86. The REASON gives
+    way once the NAME is at its shortest, keeping enough of the code to tell it."""
+    long = "llama-3-70b-instruct-finetune-run17"
+    f.make_job(fleet.ml, name=long, submitter=fleet.users["owner"], gpus=16, queue_position=12,
+               eta=timezone.now() + timedelta(hours=2), pending_code="InsufficientContiguousGpus")
+
+    narrow = alice_qm("list", extra_env=AT_80)
+    wide = alice_qm("list", "--wide", extra_env=AT_80)
+
+    assert narrow.code == 0 and wide.code == 0, narrow.err + wide.err
+    row = next(line for line in narrow.out.splitlines() if "llama" in line)
+    assert len(row) <= 80, narrow.out
+    assert re.search(r"InsufficientC\S*…\S*Gpus$", row), row
+    assert "NAME, REASON cut to fit 80 columns: --wide shows them whole." in narrow.err
+    assert long in wide.out and "InsufficientContiguousGpus" in wide.out
