@@ -113,6 +113,9 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
           f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
           output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"], cut=["NAME"],
+        # The narrow view fits 80 columns (team language, class best-effort made it 85 with the name
+        # cut): the CLASS named says its value, PRIORITY is it plus AGE.
+        wide=["= CLASS"], short={"+ AGE": "AGE"},
     )
     for line in _never_footnotes(never, body["in_line"]):
         print(output.visible(line))

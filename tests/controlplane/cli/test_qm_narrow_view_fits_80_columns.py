@@ -189,3 +189,25 @@ def test_a_long_waiting_reason_is_cut_after_the_name_to_fit_80_columns(alice_qm,
     assert re.search(r"InsufficientC\S*…\S*Gpus$", row), row
     assert "NAME, REASON cut to fit 80 columns: --wide shows them whole." in narrow.err
     assert long in wide.out and "InsufficientContiguousGpus" in wide.out
+
+
+def test_sprio_fits_80_columns_and_wide_shows_the_class_value(alice_qm, fleet) -> None:
+    """Found by QA (7 Dec): `qm sprio` on the demo was 82 columns (team language, class
+    research), 85 with best-effort, its NAME already cut to 10. The narrow view leaves the class's
+    value (`= CLASS`) to --wide: PRIORITY is the class's value plus AGE, the CLASS named beside."""
+    from controlplane.models import Membership
+
+    language = f.make_team("language")
+    Membership.objects.create(user=fleet.users["owner"], team=language)
+    best_effort = f.make_priority_class("best-effort", value=10)
+    f.make_job(language, best_effort, name="sweep-trial-114", submitter=fleet.users["owner"], gpus=2)
+
+    narrow = alice_qm("sprio", extra_env=AT_80)
+    wide = alice_qm("sprio", "--wide", extra_env=AT_80)
+
+    assert narrow.code == 0 and wide.code == 0, narrow.err + wide.err
+    table = narrow.out.splitlines()[1:3]
+    assert _widest("\n".join(table)) <= 80, narrow.out
+    assert _headers(table[0]) == ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "AGE", "SHARE", "LIMIT"]
+    assert _headers(wide.out.splitlines()[1]) == ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS",
+                                                 "+ AGE", "SHARE", "LIMIT"]
