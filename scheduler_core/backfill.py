@@ -17,7 +17,7 @@ needs runtime estimates, which enforced runtime limits make honest.
   job running (:func:`starts_on_time`; the reservation then moves to those GPUs). GPUs the
   head does not need are free for anyone. A head its
   quota refuses now may still get the reservation when its own team's jobs release the quota
-  by then. Later jobs of the head's team must leave the quota it needs free
+  by then, or, when they cannot, when its cohort lends it as the other teams' jobs end. Later jobs of the head's team must leave the quota it needs free
   (:mod:`scheduler_core.quota_promises`).
 
 The release timeline that phase 7 estimates every other waiting job's start from is in

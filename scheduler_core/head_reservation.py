@@ -23,7 +23,7 @@ from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.quota import QuotaVerdict
 from scheduler_core.quota_promises import promise_quota, promised_to_team, room_beside_promises
-from scheduler_core.quota_release import team_release_eta
+from scheduler_core.quota_release import cohort_release_eta, team_release_eta
 from scheduler_core.sentences import counted, verb
 from scheduler_core.state import JOB, Grant
 from scheduler_core.types import GpuPlacement, JobSpec, ReasonCode, Reservation
@@ -101,7 +101,8 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
                        options: tuple[TypeOption, ...], score: ScorePlugin,
                        needs_whole: bool) -> bool:
     """Phase 5 for a job its quota refuses now: if its own team's running jobs release enough
-    quota by their runtime limits, it may still be the head, with a reservation from when both
+    quota by their runtime limits (or, when they cannot, its cohort's jobs lend it as they
+    end), it may still be the head, with a reservation from when both
     the GPUs and the quota are there; later jobs of its team then start only if they leave
     that quota free (:mod:`scheduler_core.quota_promises`). Without this a
     team whose quota is full of its own work starves its large jobs behind its small ones."""
@@ -118,6 +119,12 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         # the quota must also hold what is promised to the team's jobs ahead of it
         shortage = verdict.shortage(demand.gpus) + promised_to_team(ctx, spec.team, gpu_type)
         lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
+        if lifts_at is None and ctx.ledger.cohort_of(spec.team, gpu_type) is not None:
+            # Its own jobs' releases are not enough: what its cohort lends as the lenders' jobs end.
+            # Without a reservation nothing promised it the quota, and its team's later jobs
+            # took it, cycle after cycle.
+            lifts_at = cohort_release_eta(ctx, spec.team, gpu_type,
+                                          demand.gpus + promised_to_team(ctx, spec.team, gpu_type), {})
         if lifts_at is not None:
             candidates.append((PlacementRequest(demand, option.member_classes, score),
                                (option, verdict, shortage, lifts_at)))
@@ -132,20 +139,23 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
     option, verdict, shortage, _ = chosen
     gpu_type = option.gpu_type
     assert gpu_type is not None
+    own = team_release_eta(ctx, spec.team, gpu_type, shortage) is not None
+    whose = f"team {spec.team}'s" if own else f"the jobs of team {spec.team}'s cohort"
     hold(ctx, reservation)
     placements = _hold_reservation(ctx, spec, reservation)
     promise_quota(ctx, spec, reservation.start_at, reservation.grants)
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
         f"Holds a reservation for {counted(demand.gpus, 'GPU')} on {counted(len({p.node for p in placements}), 'node')} from "
-        f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
+        f"t={reservation.start_at:.0f}, when {whose}{' running jobs' if own else ''} have released "
         f"the {counted(verdict.shortage(demand.gpus), f'{gpu_type} GPU')} its quota lacks now "
         f"({verdict.describe(spec.team, gpu_type, demand.gpus)})"
         f"{_promised_words(shortage - verdict.shortage(demand.gpus))} and "
         f"{verb(demand.gpus, 'the GPU is', 'the GPUs are')} free, by runtime limits; smaller jobs may "
         f"use {verb(demand.gpus, 'that GPU', 'those GPUs')} only if they end before then.",
-        True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
-              f"latest by their runtime limits)",
+        True, (f"team {spec.team}'s jobs on its quota" if own else
+               f"the jobs of team {spec.team}'s cohort on the quota it needs")
+        + " and its reserved GPUs end (at the latest by their runtime limits)",
         eta=reservation.start_at, demand=demand,
         classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole, quota_type=gpu_type,

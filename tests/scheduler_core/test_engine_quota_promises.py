@@ -762,3 +762,32 @@ def test_a_job_breaking_two_promises_is_told_the_one_that_has_run_last():
     assert explanation.would_start_if == (
         "job p2 has run and given the quota back, or the job asks for a runtime limit that ends "
         "it by t=10030")
+
+
+def test_a_head_over_quota_waiting_for_its_cohorts_lenders_is_promised_the_quota_too():
+    """Found by QA (7 Dec, the demo): vision's 16-GPU job, over its quota, needed its own 5 GPUs
+    back and 7 more lent by language, whose jobs held them. Only a head its own team's
+    releases could admit got a reservation, so nothing promised it the quota: vision's later
+    notebooks started on A100 with 10-minute limits, cycle after cycle, and its ETA slid with
+    each (11:24:50, 11:25:00, 11:26:04, … 11:27:27) while it stayed first in line."""
+    plan = (
+        make_cluster().nodes(4).nodes(2, gpu_type="h100", prefix="h").at(100)
+        .quota("vision", "a100", 8, borrowing_limit=8, cohort="c").quota("language", "a100", 24, cohort="c")
+        .quota("vision", "h100", 40, cohort="c").quota("language", "h100", 40, cohort="c")
+        .running(make_running(make_job("r0").team("vision").gpus(5).limit(600)).on("n0", 0, 1, 2, 3, 4).started(0),
+                 make_running(make_job("l0").team("language").gpus(16).limit(900)).whole("n1", "n2").started(0),
+                 make_running(make_job("l1").team("language").gpus(4).limit(900)).on("n3", 0, 1, 2, 3).started(0))
+        .pending(make_job("big").team("vision").gpus(16).per_node(4).distinct_nodes().types("a100").limit(600)
+                 .submitted(0),
+                 make_job("later").team("vision").gpus(1).types("a100").limit(1200).submitted(1))
+    ).plan()
+
+    assert [(r.job_id, r.start_at) for r in plan.reservations] == [("big", 900.0)]
+    assert "later" not in bound(plan)
+    big = why(plan, "big")
+    assert big.message.startswith(
+        "Holds a reservation for 16 GPUs on 4 nodes from t=900, when the jobs of team vision's cohort "
+        "have released the 9 a100 GPUs its quota lacks now")
+    assert big.eta == 900.0
+    assert big.would_start_if == ("the jobs of team vision's cohort on the quota it needs and its reserved "
+                                  "GPUs end (at the latest by their runtime limits)")

@@ -105,10 +105,14 @@ def test_a_team_borrowing_from_its_cohort_is_told_when_the_lender_frees(
     cycle.run_cycle("worker-1")
 
     body = why_fleet["api"].get(f"/api/v1/jobs/{borrower.pk}/explain/").json()
-    assert body["reason_code"] == "QuotaExceeded"
-    assert body["reason"].startswith(
-        "Over quota: team ml uses 0 of 8 nominal H100-80GB GPUs and can borrow 0 more (cohort all has no "
-        "unused H100-80GB GPUs to lend now); this job needs 12.")
-    assert body["would_start_if"] == "its cohort lends 4 more H100-80GB GPUs"
+    # The head waits for what its cohort lends: it holds the reservation, and with it the
+    # promise of that quota (until 7 Dec only a head its own team's releases admitted did,
+    # and its team's later jobs could take the quota it waited for).
+    assert body["reason_code"] == "WaitingForReservation"
+    assert "when the jobs of team ml's cohort have released the 4 H100-80GB GPUs its quota lacks now (team ml " \
+           "uses 0 of 8 nominal H100-80GB GPUs and can borrow 0 more (cohort all has no unused H100-80GB GPUs to " \
+           "lend now); this job needs 12)" in body["reason"], body["reason"]
+    assert body["would_start_if"] == ("the jobs of team ml's cohort on the quota it needs and its reserved GPUs "
+                                      "end (at the latest by their runtime limits)")
     assert body["eta"] is not None
     assert abs((_eta(body) - started - timedelta(seconds=3600)).total_seconds()) < 1
