@@ -286,7 +286,7 @@ class _Explainer:
         return found
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
-        width = max((self.ctx.state.classes[c].gpus for c in classes), default=0)
+        width = self.ctx.state.widest(classes)
         key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes)
         found = self.etas.get(key)
         if found is None:

@@ -83,10 +83,14 @@ class Demand(NamedTuple):
         larger members' ones, so checking these prefixes is Hall's condition: exact by GPUs
         when the members accept the same nodes). A gang none of whose
         members needs a node of its own still needs one node for its largest member."""
+        distinct = self.distinct_nodes
+        if not distinct and 2 * self.largest_member <= widest:
+            # most gangs: no member needs a node of its own (asked once per job explained)
+            return ((self.largest_member, 1),)
         needs: list[tuple[int, int]] = []
         count = 0
         for m in self.members:  # largest first; own_node only gets harder to meet as they shrink
-            if not self.own_node(m.gpus, widest):
+            if not (distinct or 2 * m.gpus > widest):  # own_node, inlined: a hot path
                 break
             count += 1
             if needs and needs[-1][0] == m.gpus:

@@ -73,7 +73,7 @@ def loners(state: ClusterState, demand: Demand,
         if m.gpus == largest:
             if cls is not seen:  # members of a gang usually share one classes tuple
                 seen, widest = cls, state.widest(cls)
-            if demand.own_node(m.gpus, widest):
+            if demand.distinct_nodes or 2 * m.gpus > widest:  # Demand.own_node, inlined
                 count += 1
     return count
 

@@ -163,6 +163,7 @@ class ReleaseTimeline:
         # per domain now; and per class set, which nodes are ready and capable
         self._domain_base: dict[tuple[bool, tuple[int, ...], tuple[int, ...]],
                                 tuple[dict[int, int], dict[int, list[int]]]] = {}
+        self._domain_base_one: dict[tuple[bool, tuple[int, ...], int], tuple[dict[int, int], dict[int, int]]] = {}
         self._capable: dict[tuple[int, ...], list[bool]] = {}
 
     def capacity(self, node_class: int) -> int:
@@ -255,6 +256,14 @@ class ReleaseTimeline:
         gpus = demand.gpus
         free_rows = [self.free[c] for c in classes]
         node_rows = self._node_rows(self._needs(demand, classes), classes)
+        if len(node_rows) == 1:  # members needing a node of their own all of one size
+            rows, count = node_rows[0]
+
+            def fits_one(i: int) -> bool:
+                return (sum(row[i] for row in free_rows) >= gpus
+                        and sum(row[i] for row in rows) >= count)
+
+            return fits_one
 
         def fits(i: int) -> bool:
             return (sum(row[i] for row in free_rows) >= gpus
@@ -396,6 +405,8 @@ class ReleaseTimeline:
             return None
         domain_of, capable, needs = self._domain_need(demand, classes)
         gpus = demand.gpus
+        if len(needs) == 1:
+            return self._domain_frame_one(domain_of, capable, classes, gpus, *needs[0])
         sizes = tuple(size for size, _ in needs)
         counts = [count for _, count in needs]
         key = (domain_of is self.state.leaf, classes, sizes)
@@ -426,6 +437,32 @@ class ReleaseTimeline:
                     for k, size in enumerate(sizes):
                         row[k] += (after >= size) - (before >= size)
                     if room(d):
+                        return i
+        return None
+
+    def _domain_frame_one(self, domain_of: list[int], capable: list[bool], classes: tuple[int, ...],
+                          gpus: int, size: int, count: int) -> int | None:
+        """:meth:`domain_frame` for a gang whose members that need a node of their own are
+        all of one size (nearly every gang): plain counts per domain, no row per size."""
+        key = (domain_of is self.state.leaf, classes, size)
+        base = self._domain_base_one.get(key)
+        if base is None:
+            base = self._domain_base_one[key] = ({}, {})
+            for n, f in enumerate(self.base):
+                if capable[n]:
+                    d = domain_of[n]
+                    base[0][d] = base[0].get(d, 0) + f
+                    base[1][d] = base[1].get(d, 0) + (f >= size)
+        free, roomy = dict(base[0]), dict(base[1])
+        if any(f >= gpus and roomy[d] >= count for d, f in free.items()):
+            return 0
+        for i, changed in enumerate(self.changes):
+            for n, before, after in changed:
+                if capable[n]:
+                    d = domain_of[n]
+                    free[d] += after - before
+                    roomy[d] += (after >= size) - (before >= size)
+                    if free[d] >= gpus and roomy[d] >= count:
                         return i
         return None
 
