@@ -113,12 +113,15 @@ class OverQuota(NamedTuple):
     """A job its quota refuses on every GPU type it accepts, in words: ``lead`` ("" or " on
     both GPU types it accepts"), ``numbers`` (each type's use, nominal and borrowable, and the
     job's GPUs), ``remedy`` (:func:`quota_remedy` for ``option``, the type needing the fewest
-    GPUs freed or lent) and that ``option``, the one its ETA and quota type concern."""
+    GPUs freed or lent) and that ``option``, the one its ETA and quota type concern;
+    ``verdicts``: with several types, each option's verdict, for the caller's per-type
+    remedies (asked once: the ledger's check is the costly part)."""
 
     lead: str
     numbers: str
     remedy: str
     option: TypeOption
+    verdicts: tuple[tuple[TypeOption, QuotaVerdict], ...] = ()
 
 
 def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
@@ -148,7 +151,7 @@ def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...]
             else f" on all {len(clauses)} GPU types it accepts")
     gpu_type = best.gpu_type or "any"
     return OverQuota(lead, f"team {spec.team} uses {listed}; this job needs {gpus}",
-                     quota_remedy(spec.team, gpu_type, best_verdict, gpus), best)
+                     quota_remedy(spec.team, gpu_type, best_verdict, gpus), best, tuple(verdicts))
 
 
 def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
@@ -180,8 +183,9 @@ def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, .
         classes=ctx.placer.union(words.option.member_classes),
         needs_whole_node=needs_whole,
         quota_type=words.option.gpu_type,
+        # a lead comes only with several types' verdicts, each for demand.gpus
         type_options=tuple(
             (o.gpu_type, ctx.placer.union(o.member_classes),
-             quota_remedy(spec.team, o.gpu_type, quota_for(ctx, spec, o, demand.gpus), demand.gpus))
-            for o in typed if o.gpu_type is not None) if words.lead else (),
+             quota_remedy(spec.team, o.gpu_type, v, demand.gpus))
+            for o, v in words.verdicts if o.gpu_type is not None) if words.lead else (),
     )
