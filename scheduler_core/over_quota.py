@@ -183,9 +183,10 @@ def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, .
         classes=ctx.placer.union(words.option.member_classes),
         needs_whole_node=needs_whole,
         quota_type=words.option.gpu_type,
-        # a lead comes only with several types' verdicts, each for demand.gpus
+        # a lead comes only with several types' verdicts, each for demand.gpus; the remedy's
+        # own type has its words already
         type_options=tuple(
             (o.gpu_type, ctx.placer.union(o.member_classes),
-             quota_remedy(spec.team, o.gpu_type, v, demand.gpus))
+             words.remedy if o is words.option else quota_remedy(spec.team, o.gpu_type, v, demand.gpus))
             for o, v in words.verdicts if o.gpu_type is not None) if words.lead else (),
     )
