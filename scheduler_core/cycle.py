@@ -273,18 +273,6 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
     )
 
 
-def _within_quota_words(key: tuple[str, str], held: int, nominal: int, mine: int) -> str:
-    """Why a job counts within its team's quota again, for one GPU type: the team may still
-    hold more than its nominal, that excess counted on its jobs still borrowed (the job's
-    words said "holds 12 GPUs, within its nominal quota of 8")."""
-    team, gpu_type = key
-    holds = f"team {team} holds {counted(held, gpu_type + ' GPU')}"
-    if held <= nominal:
-        return f"{holds}, within its nominal quota of {nominal}"
-    return (f"{holds}, {held - nominal} above its nominal quota of {nominal}, counted on its jobs "
-            f"still borrowed; this job's {mine} fit within the quota")
-
-
 def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: ClusterState,
                                       ledger: QuotaLedger, charges: dict[tuple[str, str], int],
                                       flagged: dict[tuple[str, str], int],
@@ -295,18 +283,16 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
     marked borrowed until they cover the excess, so an owner reclaims that capacity as it
     reclaims any borrowed capacity (seed 004: borrowers first).
 
-    The other way, a job marked borrowed whose GPUs all fit under its team's nominal beside
-    what the team holds (its quota raised, or its team's other jobs ended) counts as within
-    the quota again, oldest first, as long as the jobs still marked cover the excess: a
-    lender reclaiming it would take GPUs the team is guaranteed (Kueue counts borrowing per
-    queue, from its use against its nominal, in the same way).
+    A job stays marked borrowed once it is (its team's use falling back under the nominal, or
+    the nominal raised, does not clear the mark). Counting borrowing from each cycle's use, as
+    Kueue does per queue, moved the reclaims onto fewer jobs: on the four mixed weeks without
+    checkpoints it raised the work lost to preemption by 32 % to 88 % and the mean wait by 22 %
+    to 66 % (7 Dec, *Preemption on a mixed week* in docs/engine.md).
 
     Jobs started within the quota of their day are never over it otherwise (each one fitted
     beside every job still running), so this changes nothing until an admin lowers a quota,
-    deletes one or moves a team, or a borrowing team's use falls back under its nominal.
-    Returns the jobs it counted otherwise than their snapshot, for the caller to store."""
+    deletes one or moves a team. Returns the jobs it marked borrowed, for the caller to store."""
     changes: list[BorrowingChange] = []
-    surplus: dict[tuple[str, str], int] = {}
     for key, held in sorted(charges.items()):
         q = ledger.quota.get(key)
         # A team with no quota on a GPU type quotas govern (its quota deleted under it) holds
@@ -316,10 +302,8 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
         nominal = q.nominal_gpus if q is not None else 0
         excess = held - flagged.get(key, 0) - nominal
         if excess <= 0:
-            surplus[key] = flagged.get(key, 0) - max(0, held - nominal)
             continue
         team, gpu_type = key
-        above, marked = excess, 0
         mine = [job for job in running.values() if job.spec.team == team and not job.borrowed]
         # GPUs already stopping go back to the cohort anyway
         excess -= sum(_held_of_type(state, job, gpu_type, node_types) for job in mine if job.terminating)
@@ -331,35 +315,11 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
             if gpus:
                 running[job.spec.id] = dataclasses.replace(job, borrowed=True)
                 excess -= gpus
-                marked += gpus
                 changes.append(BorrowingChange(
                     job.spec.id, True,
                     f"team {team} holds {counted(held, gpu_type + ' GPU')}, "
                     f"{held - nominal} above its nominal quota of {nominal}"
                     + ("" if q is not None else " (it has no quota of the type)")))
-        # The last job marked may cover more than was above (a 4-GPU job for the last 2): the
-        # next cycle would count that much within quota again, so it is counted so now, below,
-        # and no job says borrowed one cycle and within quota the next.
-        surplus[key] = marked - above
-    under = {team for (team, _), gpus in surplus.items() if gpus > 0}
-    for job in sorted((j for j in running.values() if j.borrowed and not j.terminating
-                       and j.spec.team in under),
-                      key=lambda j: (j.started_at, j.spec.id)):
-        by_type: Counter[str] = Counter()
-        for g in state.holdings.get((JOB, job.spec.id), ()):
-            by_type[node_types[g.node]] += g.mask.bit_count()
-        keys = [(job.spec.team, t) for t in by_type]
-        if not by_type or any(surplus.get(k, 0) < by_type[k[1]] for k in keys):
-            continue
-        for k in keys:
-            surplus[k] -= by_type[k[1]]
-        running[job.spec.id] = dataclasses.replace(job, borrowed=False)
-        if any(c.job_id == job.spec.id for c in changes):  # marked above: it keeps its snapshot's mark
-            changes = [c for c in changes if c.job_id != job.spec.id]
-            continue
-        words = "; ".join(_within_quota_words(k, charges[k], ledger.quota[k].nominal_gpus if k in ledger.quota else 0,
-                                              by_type[k[1]]) for k in keys)
-        changes.append(BorrowingChange(job.spec.id, False, words))
     return sorted(changes, key=lambda c: c.job_id)
 
 

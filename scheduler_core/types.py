@@ -481,10 +481,11 @@ class GrowthNote:
 
 @dataclass(frozen=True, slots=True)
 class BorrowingChange:
-    """A running job that now counts as borrowed (``borrowed``) or as within its team's
-    nominal quota again, where its snapshot said otherwise: its team's quota or cohort changed
-    under it (a lowered nominal, a quota deleted, a move out of the cohort; or a raise). What
-    the cycle acted on (a lender reclaims borrowed jobs first), so the caller stores it."""
+    """A running job that now counts as borrowed where its snapshot said it did not: its team's
+    quota or cohort changed under it (a lowered nominal, a quota deleted, a move out of the
+    cohort). What the cycle acted on (a lender reclaims borrowed jobs first), so the caller
+    stores it. ``borrowed`` is always true today: a mark is never cleared (see
+    ``cycle._borrowing_beyond_a_lowered_quota``); the field keeps the record's meaning plain."""
 
     job_id: str
     borrowed: bool
@@ -632,4 +633,4 @@ class Plan:
     growth_notes: tuple[GrowthNote, ...] = ()
     """One per running elastic job below its maximum that did not grow (and is not stopping)."""
     borrowing: tuple[BorrowingChange, ...] = ()
-    """One per running job whose borrowed flag the cycle counted otherwise than the snapshot's."""
+    """One per running job the cycle marked borrowed where the snapshot did not."""

@@ -152,22 +152,10 @@ Two independent proofs:
   fleet figures and every explanation's code, reason, sentence, position and ETA identical;
   only "would start if" of exactly the jobs whose sentence names a type to start on first (72,
   15, 74 of seeds 1, 3, 7 at 1,000 GPUs; 108 at 2,000; 491 at 10,000), each new one "<that
-  type's remedy>, or <the old one>"; and a running job marked borrowed whose team holds no
-  more than its nominal counted within its quota, as any team's quota raised under a borrowed
-  job now makes it, with the plan's ``borrowing`` naming each such job, 2026-12-07: the new
-  plan equals, ``borrowing`` aside, the plan of the engine of 7f9aacf5 of the same snapshot with
-  each running job's flag as the new plan's ``borrowing`` says (33, 26, 39 of seeds 1, 3, 7 at
-  1,000 GPUs; 57 at 2,000; 329 at 10,000; all now within quota); and, 2026-12-07, from a ``git
-  worktree`` of 05a77cf4 in one script, compared field by field: a job counted within quota
-  again while its team still holds more than its nominal says so (every such ``borrowing``
-  message; nothing else changed), and a lowered quota's borrowers marked once, the GPUs the
-  last one marked covers beyond the excess counted within quota in the same cycle (the next
-  cycle did it, each such job said borrowed and then within quota a second apart): borrowed
-  GPUs 136 → 134 and 113 → 110 at seeds 7 and 1 (1,000 GPUs); at seed 3 run-000037, no longer
-  counted borrowed, is not reclaimed, so one 2-GPU job fewer is bound and run-000013 is
-  preempted for job-000355 instead of job-000404; 2,000 and 10,000 GPUs unchanged but for the
-  messages; planned again with the plan's marks, no seed changes a mark (seeds 7 and 1 changed
-  2 before)::
+  type's remedy>, or <the old one>"; and, 2026-12-07, the plan's ``borrowing`` (the running
+  jobs the cycle marks borrowed, their team holding more than its nominal: 8, 2 and 1 of
+  seeds 7, 1, 3 at 1,000 GPUs, none at 2,000 and 10,000): from a ``git worktree`` of 05162f8a
+  in one script, the plans are identical with that field left out of their ``repr``::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -197,11 +185,11 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "e5aa83314bbc9ba2d9ef7db6ad0a485e15721bab8169128757c1521824bfb1ad",
-    (1000, 500, 200, 1): "5b6e63dd32a3fba22b9924fe430aa87e1514f6233e731f02c822c446de15151f",
-    (1000, 500, 200, 3): "2beba65c96ec6125b0dbaa90eb2b707b93349d988085e36683394d8ac8db0076",
-    (2000, 1000, 400, 4): "111bc33e0597f8535755b7adae7309d032ca664aa28ac5888ec8ef3ed677142b",
-    (10000, 5000, 2000, 7): "f4c2464fc71b78192aab131e55ab701699b5eed3e3b89ba7c846c2ccff767f1b",
+    (1000, 500, 200, 7): "dda45d99831a2a76bf38070ec9f48c93db5c43349ecde0b4073cdac0d734de83",
+    (1000, 500, 200, 1): "72e2aa424681435cc8f277e7bead972c4c670ae678ec8d15cc02c5d1841fc88c",
+    (1000, 500, 200, 3): "f861420662971a5b1cf8f9dcd925e61abf642bfebbeadd5f2364517e014292eb",
+    (2000, 1000, 400, 4): "3d59097bd6108d54b9c0a2a9cca654602b03d0b214376767287b729f4e2af07b",
+    (10000, 5000, 2000, 7): "e0f50bb3371d246aa0aeb0fa25808b662673fd8815f50a7a317103c72b3fee2a",
 }
 
 

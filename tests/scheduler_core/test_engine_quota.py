@@ -219,47 +219,26 @@ def test_the_plan_says_which_running_jobs_now_count_as_borrowed_under_a_lowered_
     assert [(c.job_id, c.borrowed) for c in zero.borrowing] == [("newer", True), ("older", True)]
 
 
-def test_a_job_counted_borrowed_counts_within_quota_again_once_its_quota_is_raised():
-    """Both ways: with vision's quota raised back to 16, its job marked borrowed is within
-    its nominal, so a lender may no longer reclaim it as borrowed."""
+def test_a_borrowed_mark_stays_when_its_teams_quota_is_raised():
+    """A job marked borrowed stays so (cycle._borrowing_beyond_a_lowered_quota): with vision's
+    quota raised back to 16, its job marked borrowed is still what a lender reclaims first.
+    Counting borrowing from each cycle's use instead (Kueue's way) was tried on 7 Dec and
+    raised the work lost to preemption on the four mixed weeks without checkpoints by 32 % to
+    88 % (docs/engine.md, *Preemption on a mixed week*)."""
     cluster = lowered_quota_cluster(vision=16, serving=8)
     cluster._running = [dataclasses.replace(r, borrowed=r.spec.id == "newer") for r in cluster._running]
     plan = cluster.pending(make_job("incident").team("serving").priority("research").gpus(8)).plan()
 
-    [change] = plan.borrowing
-    assert (change.job_id, change.borrowed) == ("newer", False)
-    assert change.message == "team vision holds 16 a100 GPUs, within its nominal quota of 16"
-    assert plan.preemptions == () and plan.fleet.borrowed_gpus == 0
-
-
-def test_a_job_within_quota_again_beside_borrowed_ones_is_not_told_its_team_is_within_quota():
-    """Found by QA (7 Dec): vision held 12 A100 GPUs, its quota raised from 4 to 8; its oldest
-    borrowed job counted within quota again with "team vision holds 12 A100-40GB GPUs, within
-    its nominal quota of 8", while 4 GPUs of its later jobs still counted borrowed. The words
-    say what is true: the team is still above its nominal, that excess on its other jobs."""
-    cluster = (
-        make_cluster().nodes(3)
-        .quota("vision", "a100", 16, cohort="shared").quota("serving", "a100", 8, cohort="shared")
-        .running(*(make_running(make_job(name).team("vision").gpus(8)).whole(node).started(started)
-                   .borrowed(name != "first")
-                   for name, node, started in (("first", "n0", 1_000), ("second", "n1", 2_000),
-                                               ("third", "n2", 3_000))))
-        .at(10_000)
-    )
-    plan = cluster.plan()
-
-    [change] = plan.borrowing
-    assert (change.job_id, change.borrowed) == ("second", False)
-    assert change.message == ("team vision holds 24 a100 GPUs, 8 above its nominal quota of 16, "
-                              "counted on its jobs still borrowed; this job's 8 fit within the quota")
+    assert plan.borrowing == ()
+    [victim] = plan.preemptions
+    assert (victim.job_id, victim.reason) == ("newer", PreemptionReason.RECLAIM_BORROWED)
 
 
 def test_a_lowered_quota_marks_its_borrowers_once_not_back_and_forth():
-    """Found by QA (7 Dec): vision's quota lowered from 8 to 2 while it held 9 GPUs, 2 of them
-    on jobs borrowed at bind. The cycle marked its jobs started last until they covered the 5
-    above: 1, 1, 1, then a 4-GPU job, 2 GPUs too many; the next cycle counted those 2 within
-    quota again (the younger 1-GPU jobs), so each said 'Now counts as borrowed' and, a second
-    later, 'Now counts as within its team's quota'. One cycle decides it, stable after."""
+    """Vision's quota lowered from 8 to 2 while it holds 9 GPUs, 2 of them on jobs borrowed at
+    bind: the cycle marks its jobs started last until they cover the 5 above (1, 1, 1, then a
+    4-GPU job: a job is borrowed whole, so 2 GPUs more than the excess), and the next cycle,
+    with those marks stored, marks nothing more and clears nothing: each job is told once."""
     started = {"big": 1_000, "a": 2_000, "b": 3_000, "c": 4_000, "d": 5_000, "e": 6_000}
     slots = {"big": ("n0", (0, 1, 2, 3)), "a": ("n0", (4,)), "b": ("n0", (5,)), "c": ("n0", (6,)),
              "d": ("n0", (7,)), "e": ("n1", (0,))}
@@ -276,8 +255,9 @@ def test_a_lowered_quota_marks_its_borrowers_once_not_back_and_forth():
 
     plan = cluster({"d", "e"}).plan()
 
-    assert sorted((c.job_id, c.borrowed) for c in plan.borrowing) == [("big", True), ("c", True)]
-    assert cluster({"big", "c", "d", "e"}).plan().borrowing == ()
+    assert sorted((c.job_id, c.borrowed) for c in plan.borrowing) == [
+        ("a", True), ("b", True), ("big", True), ("c", True)]
+    assert cluster({"a", "b", "big", "c", "d", "e"}).plan().borrowing == ()
 
 
 def test_a_borrowed_job_still_beyond_the_nominal_stays_borrowed_and_unreported():

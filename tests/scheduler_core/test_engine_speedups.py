@@ -101,22 +101,10 @@
   reservations, kills, growth notes, fleet figures and every explanation's code, reason,
   sentence, position and ETA identical; only "would start if" of 70, 15, 96, 0 and 417 jobs
   in the order of GOLDEN, each exactly the jobs whose sentence names a type to start on first,
-  each new one "<that type's remedy>, or <the old one>"; and a running job marked borrowed
-  whose team holds no more than its nominal (the synthetic fleet marks 15 % of its running
-  jobs borrowed at random) counted within its quota, as any team's quota raised under a
-  borrowed job now makes it, and the plan's ``borrowing`` naming each job it counts otherwise
-  than its snapshot, 2026-12-07: the new engine's plan of each snapshot equals, ``borrowing``
-  aside, the plan of the engine of 7f9aacf5 (its tree in one script) of the same snapshot
-  with each running job's flag as the new plan's ``borrowing`` says (29, 27, 54, 323 and 323
-  jobs in the order of GOLDEN, all now within quota); and, 2026-12-07, from a ``git worktree``
-  of 05a77cf4 in one script, compared field by field: a job counted within quota again while
-  its team still holds more than its nominal says so (10, 23 and 2 ``borrowing`` messages in
-  the first three of GOLDEN; nothing else changed), and a lowered quota's borrowers marked
-  once, the GPUs the last one marked covers beyond the excess counted within quota in the same
-  cycle, not the next: borrowed GPUs 120 → 117 and 155 → 153 in the first two (run-000085 not
-  marked borrowed, run-000028 within quota again; run-000037 not marked), and in the second
-  run-000052 preempted for job-000449 in place of run-000037, which no longer counts as
-  borrowed; the last three unchanged but for those messages; by::
+  each new one "<that type's remedy>, or <the old one>"; and, 2026-12-07, the plan's
+  ``borrowing`` (the running jobs the cycle marks borrowed, their team holding more than its
+  nominal: 3, 3, 0, 0 and 0 in the order of GOLDEN): from a ``git worktree`` of 05162f8a in one
+  script, the plans are identical with that field left out of their ``repr``; by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -157,11 +145,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "210585c30423ff44b67ec5349634d8b50ecb05638d9d048c9e07698140dbd516",
-    (1000, 500, 200, 3, "loop"): "9eb4da8b62c1abe9e2cc55982928cd972fffb24f4bdec0261bb43dfbe59d858b",
-    (2000, 1000, 400, 4, "default"): "465c537d923eb6171a44e68d9bfa682ef477f504ac894c285223c580a223d0d6",
-    (10000, 5000, 2000, 7, "default"): "3b0a070113501fee70bc17a3b7128ae78283b1d372c5e8086ed3681bdd7c98a2",
-    (10000, 5000, 2000, 7, "loop"): "c7631387b7536df306d666eca78450dcdfe19b6d8504008995305f067206e8f9",
+    (1000, 500, 200, 1, "default"): "a6ecace1306fdb7157924240c2420cccb6c62557a047a8cd79bc18f53105780c",
+    (1000, 500, 200, 3, "loop"): "ab59c2e8e3b8d157819a8e74cc13fa9285c8dca7e28954d8956f382dc1350122",
+    (2000, 1000, 400, 4, "default"): "8e0f47a1dd1392f549f5b8284a1d7d453df988056a4cfb82db02514aa35c908f",
+    (10000, 5000, 2000, 7, "default"): "c643de86fbf65adc48b6bc9bf0274bf34cb0b43743be49e8385692bbaf2a3d9e",
+    (10000, 5000, 2000, 7, "loop"): "80d5300123dd28820e9a526fadb4b15d2278bf35ae295396e55c4cb7dc7ea0cf",
 }
 
 
