@@ -45,7 +45,7 @@ from django.utils import timezone
 import scheduler_core
 from controlplane.choices import FINISHED_JOB_STATES, NodeState
 from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota, Team
-from controlplane.services.snapshot import scheduler_config
+from controlplane.services.snapshot import engine_roles, scheduler_config
 from controlplane.shared_store import Store
 from frontend import replay_worker
 from frontend.replay_worker import Run, Work
@@ -56,6 +56,7 @@ from scheduler_core.types import (
     PriorityClassInfo,
     QuotaInfo,
     SchedulerConfig,
+    TopologyConstraint,
     WorkloadClass,
 )
 from scheduler_core.types import MaintenanceWindow as Window
@@ -345,7 +346,8 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
         .values_list(
             "id", "submitted_at", "started_at", "finished_at", "state", "gpus", "runtime_limit_s",
             "submitter__username", "team__name", "priority_class__value", "gpu_types",
-            "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node",
+            "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node", "workload", "min_gpu_memory_gb",
+            "cpus_per_gpu", "memory_gb_per_gpu", "topology", "roles", "members_on_distinct_nodes", "array_id", "array_task_limit",
         )[: MAX_TRACE_JOBS + 1]
     )
 
@@ -372,9 +374,13 @@ def maintenance_windows(since: datetime, until: datetime, nodes: Sequence[NodeIn
 
 
 def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJob]:
+    """The jobs of ``rows`` (``trace_rows``) as the simulator replays them: each with the whole
+    shape the control loop gives the engine (``services.snapshot``), roles read by the same
+    ``engine_roles``; the time it ran (or its limit, if it never finished) is its duration."""
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
-         min_gpus, max_gpus, gpus_per_node) in rows:
+         min_gpus, max_gpus, gpus_per_node, workload, min_memory, cpus_per_gpu, memory_per_gpu, topology, roles,
+         distinct, array_id, array_task_limit) in rows:
         if state in FINISHED_JOB_STATES and started is not None and finished is not None:
             duration = max(1.0, (finished - started).total_seconds())
         else:
@@ -389,10 +395,20 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJ
             team=team,
             priority=priority,
             gpu_type=gpu_types[0] if gpu_types and len(gpu_types) == 1 else "",
+            gpu_types=tuple(gpu_types) if gpu_types and len(gpu_types) > 1 else (),
             checkpoint_interval_s=float(checkpoint) if checkpoint else None,
             min_gpus=min_gpus,
             max_gpus=max_gpus,
             gpus_per_node=gpus_per_node,
+            workload=WorkloadClass(workload),
+            min_gpu_memory_gb=min_memory,
+            cpus_per_gpu=cpus_per_gpu,
+            memory_gb_per_gpu=memory_per_gpu,
+            topology=TopologyConstraint(topology),
+            roles=engine_roles(roles) if roles else (),
+            members_on_distinct_nodes=distinct,
+            array_id=str(array_id) if array_id is not None else "",
+            array_task_limit=array_task_limit,
         ))
     return jobs
 

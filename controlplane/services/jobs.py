@@ -365,7 +365,7 @@ def _read(
 
 def role_record(role: dict[str, Any]) -> dict[str, Any]:
     """One role of a heterogeneous gang as the job row stores it and the snapshot reads it
-    (services.snapshot._roles): every key present, GPU types a list without repeats."""
+    (services.snapshot.engine_roles): every key present, GPU types a list without repeats."""
     return {
         "name": str(role["name"]),
         "count": int(role["count"]),

@@ -286,7 +286,7 @@ class _SpecReader:
         gang = self._roles.get(roles)
         if gang is None:
             parsed = json.loads(roles) if roles else None
-            gang = self._roles[roles] = _roles(parsed) if parsed else ()
+            gang = self._roles[roles] = engine_roles(parsed) if parsed else ()
         return engine.JobSpec(
             id=str(pk),
             team=self.team_names[team_id],
@@ -315,7 +315,8 @@ class _SpecReader:
         )
 
 
-def _roles(roles: list[dict[str, Any]]) -> tuple[engine.GangRole, ...]:
+def engine_roles(roles: list[dict[str, Any]]) -> tuple[engine.GangRole, ...]:
+    """A job's stored roles as the engine's gang roles (the what-if replay reads them so too)."""
     return tuple(
         engine.GangRole(
             name=str(role["name"]),

@@ -357,7 +357,9 @@ class Simulator:
             self.pending_whole_node -= 1
 
     def _needs_whole_nodes(self, job: TraceJob) -> bool:
-        return job.gpus_per_node is None and job.gpus >= self.node_size_by_type.get(job.gpu_type, self.node_size)
+        # A gang of roles is laid out role by role (each role's members), never by the job's total.
+        return (job.gpus_per_node is None and not job.roles
+                and job.gpus >= self.node_size_by_type.get(job.gpu_type, self.node_size))
 
     def _check_whole_nodes(self, where: str, job: TraceJob, partial: Sequence[str]) -> None:
         """A job of at least one node's GPUs takes whole nodes; when its GPUs are not a multiple
@@ -597,15 +599,16 @@ class Simulator:
                 owner = holders.get(index)
                 if owner is not None and owner != job_id:
                     raise SimulationError(f"{where}: GPU {node.name}/{index} is held by {owner}")
-            if job.trace.gpu_type and node.gpu_type != job.trace.gpu_type:
-                raise SimulationError(f"{where}: needs {job.trace.gpu_type}, placed on {node.gpu_type} node {node.name}")
+            accepted = job.trace.accepted_gpu_types
+            if accepted and node.gpu_type not in accepted:
+                raise SimulationError(f"{where}: needs {' or '.join(accepted)}, placed on {node.gpu_type} node {node.name}")
             if len(indices) != node.gpus:
                 partial.append(f"{len(indices)} of {node.gpus} on {node.name}")
             total += len(indices)
         if rigid and self._needs_whole_nodes(job.trace):
             self._check_whole_nodes(where, job.trace, partial)
-        if rigid and job.trace.gpus_per_node is None and not self._needs_whole_nodes(job.trace) \
-                and len(placements) != 1:
+        if rigid and job.trace.gpus_per_node is None and not job.trace.roles \
+                and not self._needs_whole_nodes(job.trace) and len(placements) != 1:
             raise SimulationError(f"{where}: a {job.trace.gpus}-GPU job must sit on one node, got {len(placements)}")
         low = job.trace.min_gpus if job.trace.min_gpus is not None else job.trace.gpus
         high = job.trace.max_gpus if job.trace.max_gpus is not None else job.trace.gpus

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduler_core.types import GangRole, TopologyConstraint, WorkloadClass
+
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_s", "gpus", "duration_s", "runtime_limit_s", "user")
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "team",
@@ -71,6 +73,28 @@ class TraceJob:
     #: The job's own layout (members of this many GPUs), as a live job may ask; without it the
     #: engine puts a job of at least one node's GPUs on whole nodes and a smaller one on one node.
     gpus_per_node: int | None = None
+    # The rest of a job's shape, as the control loop gives it to the engine (JobSpec's fields of
+    # the same names). A CSV trace has no columns for them: its jobs keep these defaults. The
+    # what-if replay of the real queue fills them, so a job that asked for distinct nodes, a
+    # leaf, roles or an array's task limit is replayed as it asked, not as a packed, homogeneous, any-topology job.
+    #: GPU types the job accepts when more than one (``gpu_type`` names a single one).
+    gpu_types: tuple[str, ...] = ()
+    workload: WorkloadClass = WorkloadClass.TRAINING
+    min_gpu_memory_gb: int = 0
+    cpus_per_gpu: int = 0
+    memory_gb_per_gpu: int = 0
+    topology: TopologyConstraint = TopologyConstraint.ANY
+    roles: tuple[GangRole, ...] = ()
+    members_on_distinct_nodes: bool = False
+    array_id: str = ""
+    array_task_limit: int | None = None
+
+    @property
+    def accepted_gpu_types(self) -> tuple[str, ...]:
+        """The GPU types the engine is told the job accepts (none: any)."""
+        if self.gpu_types:
+            return self.gpu_types
+        return (self.gpu_type,) if self.gpu_type else ()
 
     @property
     def gpu_seconds(self) -> float:

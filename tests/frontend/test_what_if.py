@@ -17,10 +17,11 @@ from django.utils import timezone
 from controlplane.choices import JobState
 from controlplane.models import Job, MaintenanceWindow, Node, Quota
 from controlplane.services.cycle import run_cycle
-from controlplane.services.snapshot import scheduler_config
+from controlplane.services.snapshot import read_snapshot, scheduler_config
 from frontend import whatif
 from frontend.replay_worker import run as run_replay
 from frontend.views.whatif import result_context
+from scheduler_core.sim.fleet import job_spec
 from tests.controlplane.loop import chaos_cluster
 from tests.frontend.what_if_steps import key_of, start_replay
 
@@ -227,6 +228,41 @@ def test_jobs_of_a_node_and_a_half_and_with_their_own_layout_replay_as_they_were
     replay = run_replay(whatif.prepare(1, whatif.Policy("pack", True, True), now=now).work)
     for _, run in replay.runs:
         assert run["jobs_total"] == 2 and run["jobs_done"] == 2
+
+
+def test_the_replay_asks_the_engine_for_each_job_as_the_control_loop_does(demo, submit_as):
+    # Members on distinct nodes, a topology, heterogeneous roles, several GPU types and the
+    # per-GPU needs and an array's task limit all change where and when the engine places a job:
+    # a replay that dropped any of them replayed a packed, any-topology, homogeneous job instead.
+    jobs = [
+        submit_as("alice", name="spread", gpus=4, gpus_per_node=1, members_on_distinct_nodes=True,
+                  gpu_types=("H100-80GB",), runtime_limit_s=3600),
+        submit_as("alice", name="one-leaf", gpus=16, topology="same_leaf", gpu_types=("H100-80GB",),
+                  runtime_limit_s=3600),
+        submit_as("alice", name="gang", gpus=10, runtime_limit_s=3600, roles=(
+            {"name": "learner", "count": 1, "gpus_per_member": 8, "gpu_types": ["H100-80GB"]},
+            {"name": "actor", "count": 2, "gpus_per_member": 1, "cpus_per_gpu": 4, "memory_gb_per_gpu": 16},
+        )),
+        submit_as("alice", name="needs", gpus=2, gpu_types=("H100-80GB", "A100-40GB"), min_gpu_memory_gb=40,
+                  cpus_per_gpu=8, memory_gb_per_gpu=64, workload="serving", runtime_limit_s=3600),
+        submit_as("alice", name="one-at-a-time", gpus=1, array="0-2%1", gpu_types=("A100-40GB",),
+                  runtime_limit_s=3600),
+    ]
+    jobs += list(Job.objects.filter(array_id=jobs[-1].array_id).exclude(pk=jobs[-1].pk))
+    now = timezone.now()
+    Job.objects.filter(pk__in=[j.pk for j in jobs]).update(submitted_at=now - timedelta(hours=6))
+    since = now - timedelta(days=1)
+    trace = {t.job_id: t for t in whatif.build_trace(whatif.trace_rows(since, now), since)}
+    live = {spec.id: spec for spec in read_snapshot(now, 0).snapshot.pending}
+    shape = ("gpus", "workload", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu",
+             "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus", "roles", "members_on_distinct_nodes",
+             "array_id", "array_task_limit", "runtime_limit_s")
+    dropped = [(job.name, name) for job in jobs for name in shape
+               if getattr(job_spec(trace[str(job.pk)]), name) != getattr(live[str(job.pk)], name)]
+    assert dropped == []
+    replay = run_replay(whatif.prepare(1, whatif.Policy("pack", True, True), now=now).work)
+    for _, run in replay.runs:
+        assert run["jobs_total"] == len(jobs) and run["jobs_done"] == len(jobs)
 
 
 def test_nothing_to_replay_is_refused_with_a_reason(demo):
