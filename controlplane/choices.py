@@ -169,7 +169,8 @@ STATE_COLOURS = {
 
 class NotifyOn(models.TextChoices):
     """What a notification hook may subscribe to (services/notifications.py maps job events to
-    these): Slurm's --mail-type BEGIN, END, FAIL, REQUEUE, split the way researchers ask."""
+    these): Slurm's --mail-type BEGIN, END, FAIL, REQUEUE, split the way researchers ask, and
+    what Slurm does not say: a running job that became first in line to be reclaimed."""
 
     STARTED = "started", "Job started"
     SUCCEEDED = "succeeded", "Job succeeded"
@@ -179,3 +180,6 @@ class NotifyOn(models.TextChoices):
     PREEMPTED = "preempted", "Job preempted"
     REQUEUED = "requeued", "Job requeued"
     UNSCHEDULABLE = "unschedulable", "Job can never run"
+    # A running job now counted above its team's nominal quota (the quota lowered, the team
+    # moved out of its cohort): a lender reclaiming its GPUs preempts it first.
+    BORROWED = "borrowed", "Job now counts as borrowed"

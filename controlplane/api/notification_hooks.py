@@ -43,7 +43,7 @@ class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSeriali
                                  help_text="A team's name: every job of that team; null/absent: your own jobs.")
     events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=20,
                                    help_text="started, succeeded, failed, timed_out, cancelled, preempted, "
-                                             "requeued, unschedulable")
+                                             "requeued, unschedulable, borrowed")
     url = serializers.CharField(max_length=500)
     secret = serializers.CharField(write_only=True, required=False, min_length=16, max_length=128,
                                    help_text="Key of the signature (default: a random one, shown once).")

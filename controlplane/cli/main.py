@@ -509,7 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     # not `url`: that is --url, the server's; optional so that `--url HOOK` alone is told so (notify.py)
     q.add_argument("hook_url", metavar="HOOK_URL", nargs="?", help="the URL to POST your jobs' events to")
     q.add_argument("--hook-url", dest="hook_url_flag", metavar="HOOK_URL", help="the same, as a flag")
-    q.add_argument("--events", "-e", default="started,succeeded,failed,timed_out,cancelled,preempted",
+    q.add_argument("--events", "-e", default="started,succeeded,failed,timed_out,cancelled,preempted,borrowed",
                    help=f"comma-separated: {', '.join(NOTIFY_EVENTS)}; or Slurm's begin, end, fail, requeue, all "
                         "(default: all but requeued and unschedulable)")
     q.add_argument("--team", help="every job of this team of yours (default: the jobs you submit)")

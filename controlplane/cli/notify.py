@@ -9,7 +9,8 @@ from typing import Any
 from controlplane.cli import output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
 
-NOTIFY_EVENTS = ("started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable")
+NOTIFY_EVENTS = ("started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable",
+                 "borrowed")
 #: `qm notify add --events` shorthands, as Slurm's --mail-type spells them.
 NOTIFY_ALIASES = {"begin": ["started"], "end": ["succeeded", "failed", "timed_out", "cancelled"],
                   "fail": ["failed", "timed_out"], "requeue": ["requeued"], "all": list(NOTIFY_EVENTS)}

@@ -131,7 +131,11 @@ def notify_on(event: Event) -> str | None:
     its reason: `Requeued`, `Resized`, `GangMemberExited` …).
     requeued: requeued after a preemption, a resize, a node that failed under it, or at
     someone's request (`POST jobs/{id}/requeue/`, its `job.requeued` once its processes are
-    gone). unschedulable: the engine found it can never run."""
+    gone). unschedulable: the engine found it can never run. borrowed: a running job now counts
+    as borrowed (`job.borrowing` with reason `Borrowing`: its team's quota was lowered or its
+    team left its cohort while it ran), so a lender reclaiming its GPUs preempts it first; the
+    mark is never cleared, and an old `WithinQuota` event (stored before it stopped being
+    cleared) is not notified."""
     kind = event.kind
     if kind == EventKind.JOB_BOUND:
         return NotifyOn.STARTED.value
@@ -148,6 +152,8 @@ def notify_on(event: Event) -> str | None:
         return NotifyOn.REQUEUED.value
     if kind == EventKind.JOB_UNSCHEDULABLE:
         return NotifyOn.UNSCHEDULABLE.value
+    if kind == EventKind.JOB_BORROWING:
+        return NotifyOn.BORROWED.value if event.reason == "Borrowing" else None
     return None
 
 

@@ -225,3 +225,15 @@ def test_the_hook_url_may_be_given_as_hook_url_as_notify_edit_takes_it(alice_qm:
     both = alice_qm("notify", "add", "https://example.org/a", "--hook-url", "https://example.org/b")
     assert both.code == 2 and "two hook URLs given" in both.err
     assert NotificationHook.objects.count() == 1
+
+
+def test_a_hook_added_without_events_is_told_when_its_job_becomes_borrowed(alice_qm: Callable[..., Any]) -> None:
+    """A running job that now counts as borrowed is the first a lender reclaims: `qm notify add`
+    subscribes to it by default (requeued and unschedulable stay opt-in), and `all` includes it."""
+    assert alice_qm("notify", "add", "https://example.org/h").code == 0
+    assert alice_qm("notify", "add", "https://example.org/all", "--events", "all").code == 0
+
+    by_url = dict(NotificationHook.objects.values_list("url", "events"))
+    assert by_url["https://example.org/h"] == ["started", "succeeded", "failed", "timed_out", "cancelled",
+                                               "preempted", "borrowed"]
+    assert "borrowed" in by_url["https://example.org/all"] and "unschedulable" in by_url["https://example.org/all"]
