@@ -63,12 +63,23 @@ def _no_unknown_keys(path: str, data: dict[Any, Any]) -> None:
         name = str(key).replace("-", "_")
         if YAML_ALIASES.get(name, name) in JOB_FIELDS:
             continue
-        close = difflib.get_close_matches(name, spellings, n=1, cutoff=0.75)
+        close = difflib.get_close_matches(name, spellings, n=1, cutoff=0.75) or _field_holding_words(name, spellings)
         lines.append(f"  {key}: unknown field; " + (f"did you mean {close[0]}?" if close else
                                                     f"the job fields are {', '.join(spellings)}"))
     if lines:
         where = "standard input" if path == "-" else path
         raise CliError(f"{where} has {'a key' if len(lines) == 1 else 'keys'} no job has:\n" + "\n".join(lines))
+
+
+def _field_holding_words(name: str, spellings: list[str]) -> list[str]:
+    """The one field whose name has `name`'s words in it, whole and in order, when `name` has two
+    words or more: `distinct_nodes` is members_on_distinct_nodes, a shortening difflib scores
+    just under its cutoff (0.72). One word alone (`nodes`, `limit`) suggests nothing, nor words
+    in several fields' names (`per_gpu`: cpus_per_gpu or memory_gb_per_gpu), so no guess misleads."""
+    if "_" not in name.strip("_"):
+        return []
+    found = [s for s in spellings if f"_{name}_" in f"_{s}_"]
+    return found if len(found) == 1 else []
 
 
 def _not_a_batch_script(path: str, text: str) -> None:
