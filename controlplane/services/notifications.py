@@ -261,8 +261,11 @@ def _payload(event: Event, on: str, match: _Match, base: str,
     # the delivery leaves the product: other teams' jobs by their team, as the job's team reads them
     reader = readers.setdefault(event.team_id, job_mentions.to_team(event.team_id))
     message = reader.say(event.message) or label
+    # an event whose sentence opens with the label ("Now counts as borrowed: team ml holds …")
+    # is not said twice in the one line
+    said = message[len(label) + 2:] if message.lower().startswith(f"{label.lower()}: ") else message
     payload: dict[str, Any] = {
-        "text": f"Job {event.job_id} {match.job_name} ({match.team}) {label}: {message} {url}",
+        "text": f"Job {event.job_id} {match.job_name} ({match.team}) {label}: {said} {url}",
         "event": on,
         "job_id": event.job_id,
         "job_name": match.job_name,

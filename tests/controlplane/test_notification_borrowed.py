@@ -72,7 +72,7 @@ def test_a_hook_subscribed_to_borrowed_is_told_its_job_is_now_reclaimable_first(
     assert got["event"] == "borrowed" and got["job_id"] == job.pk and got["team"] == "ml"
     assert got["message"] == ("Now counts as borrowed: team ml holds 16 H100-80GB GPUs, 8 above its nominal quota "
                               "of 8; a lender reclaiming its GPUs preempts borrowed work first")
-    assert got["text"].startswith(f"Job {job.pk} train-10 (ml) now counts as borrowed: Now counts as borrowed: ")
+    assert got["text"].startswith(f"Job {job.pk} train-10 (ml) now counts as borrowed: team ml holds "), got["text"]
     assert got["state"] == "running"
 
 
