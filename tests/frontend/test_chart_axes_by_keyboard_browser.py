@@ -17,7 +17,7 @@ from tests.frontend.test_charts_by_keyboard_browser import (
     FOCUSED,
     _drag,
     _pressed,
-    _the_chart_ends_two_minutes_ago,
+    _the_chart_ends_a_minute_ago,
     tab_to,
 )
 from tests.frontend.test_teams_page_slowdown_axis_browser import _finished
@@ -56,7 +56,7 @@ def _open_axes(page: Page, key: str, title: str) -> None:
 
 def test_the_value_axis_is_set_by_keyboard_refused_when_wrong_and_follows_a_mouse_zoom(session: Any) -> None:  # noqa: F811
     fill_the_fleet()
-    _the_chart_ends_two_minutes_ago()
+    _the_chart_ends_a_minute_ago()
     alice = session("alice")
     alice.open("/")
     page = alice.page

@@ -13,14 +13,14 @@ from django.utils import timezone
 from controlplane.models import FleetSample
 from tests.frontend.page_data import sample
 from tests.frontend.test_browser_pages import browser, fill_the_fleet, session  # noqa: F401 (fixtures)
-from tests.frontend.test_charts_by_keyboard_browser import _the_chart_ends_two_minutes_ago, tab_to
+from tests.frontend.test_charts_by_keyboard_browser import _the_chart_ends_a_minute_ago, tab_to
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_live_update_keeps_the_values_table_and_the_focused_cell_whose_value_changes(session: Any) -> None:  # noqa: F811
     fill_the_fleet()
-    _the_chart_ends_two_minutes_ago()
+    _the_chart_ends_a_minute_ago()
     alice = session("alice")
     alice.open("/")
     page = alice.page

@@ -155,16 +155,17 @@ def _drag(page: Page, key: str, start: float, end: float) -> None:
     page.mouse.up()
 
 
-def _the_chart_ends_two_minutes_ago() -> None:
-    """The fleet's samples up to two minutes ago, so a new one moves the chart's end (by less than
-    the three steps after which the chart would shade a stretch with no cycle up to now)."""
-    FleetSample.objects.filter(at__gt=timezone.now() - timedelta(minutes=1, seconds=30)).delete()
+def _the_chart_ends_a_minute_ago() -> None:
+    """The fleet's samples (a minute apart) up to a minute ago, so a new one moves the chart's
+    end, well before the two steps after which the chart shades a stretch with no cycle up to
+    now (figures.cycle_gaps; until 7 Dec three steps, and the chart ended two minutes ago)."""
+    FleetSample.objects.filter(at__gt=timezone.now() - timedelta(seconds=45)).delete()
 
 
 def test_a_time_range_button_draws_its_last_span_a_live_update_keeps_it_and_a_mouse_zoom_presses_none(
         session: Any) -> None:  # noqa: F811
     fill_the_fleet()
-    _the_chart_ends_two_minutes_ago()
+    _the_chart_ends_a_minute_ago()
     alice = session("alice")
     alice.open("/")
     page = alice.page
@@ -323,7 +324,7 @@ def test_the_values_table_holds_each_point_of_the_drawn_range_newest_first_and_s
     for i in range(85):
         sample(start + timedelta(minutes=i), stranded_gpus=i % 5, allocated_gpus=30, reserved_gpus=i % 2)
     fill_the_fleet()
-    _the_chart_ends_two_minutes_ago()
+    _the_chart_ends_a_minute_ago()
     alice = session("alice")
     alice.open("/")
     page = alice.page
