@@ -836,8 +836,10 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
     # as wide as most of it: plotly sizes bars by the distance between neighbours, so a window of
     # one bucket drew a 1 ms bar on an axis of fractions of a second.
     width = bucket_s * 1000 * (1 - BUCKET_BAR_GAP)
+    # The bars are cents already, each group's adding up to its row in the table
+    # (`showback.cost_over_time`): drawn as they are, never rounded again here.
     data = [
-        {"type": "bar", "name": name, "x": [ts(at) for at, _ in points], "y": [round(v, 2) for _, v in points],
+        {"type": "bar", "name": name, "x": [ts(at) for at, _ in points], "y": [float(v) for _, v in points],
          "marker": {"color": colours[name]}, "xperiod": bucket_s * 1000, "xperiodalignment": "middle",
          "width": [width] * len(points)}
         for name, points in sorted(series.items())
@@ -870,6 +872,7 @@ def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: st
         return _empty(key, title, caption, x_title, y_title,
                       f"{nothing or NOTHING_CHARGED} Each {label}'s cost, split by tier, appears here.", category="y")
     labels = ["no job (idle capacity)" if r["is_idle"] else r["name"] for r in shown]
+    # A row's parts are its cents shared out (`showback.cost_by_tier`): they add up to its cost.
     parts = (
         ("productive", lambda r: 0.0 if r["is_idle"] else r["cost_productive_usd"], TIER_COLOURS["productive"]),
         ("active, not productive", lambda r: 0.0 if r["is_idle"] else r["cost_active_only_usd"], TIER_COLOURS["active"]),
@@ -878,7 +881,7 @@ def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: st
         ("capacity no job held", lambda r: float(r["cost_usd"]) if r["is_idle"] else 0.0, "#adb5bd"),
     )
     data = [
-        {"type": "bar", "orientation": "h", "name": name, "y": labels, "x": [round(pick(r), 2) for r in shown],
+        {"type": "bar", "orientation": "h", "name": name, "y": labels, "x": [float(pick(r)) for r in shown],
          "marker": {"color": colour}}
         for name, pick, colour in parts if any(pick(r) for r in shown)
     ]
@@ -940,12 +943,14 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: str = 
         caption += (" TOTAL is fully loaded: the whole fleet's cost, idle capacity included, over the GPU-hours "
                     "jobs used.")
     names = [total if r["is_total"] else r["name"] for r in shown]
+    # The table's prices, rounded once (`showback.shown_price`): the exact price rounded here
+    # again, as a float, read $2.15 beside the table's $2.14 for $2.145 (until 7 Dec).
     data = [
-        {"type": "bar", "name": "per allocated GPU-hour", "x": names,
-         "y": [round(float(r["usd_per_gpu_hour"]), 4) for r in shown], "marker": {"color": TIER_COLOURS["allocated"]}},
-        {"type": "bar", "name": "per productive GPU-hour", "x": names,
-         "y": [None if r["usd_per_productive_gpu_hour"] is None else round(float(r["usd_per_productive_gpu_hour"]), 4)
-               for r in shown], "marker": {"color": TIER_COLOURS["productive"]}},
+        {"type": "bar", "name": name, "x": names,
+         "y": [None if r["prices_shown"][price] is None else float(r["prices_shown"][price]) for r in shown],
+         "marker": {"color": TIER_COLOURS[tier]}}
+        for name, price, tier in (("per allocated GPU-hour", "usd_per_gpu_hour", "allocated"),
+                                  ("per productive GPU-hour", "usd_per_productive_gpu_hour", "productive"))
     ]
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="group", xaxis={"type": "category"},
                      yaxis={"tickprefix": "$"})

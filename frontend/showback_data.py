@@ -13,14 +13,10 @@ from django.db.models import DateTimeField, F, Sum, Value
 from controlplane.models import GroupRollup, UsageRollup
 from controlplane.services import accounting, showback, utilization_series
 from controlplane.services.access import Access
-from controlplane.services.showback_names import project_key
 
 GROUPINGS = (("team", "team"), ("project", "project"), ("priority_class", "priority class"))
 WINDOW_CHOICES = (("today", "today"), ("yesterday", "yesterday"), ("24h", "last 24 hours"), ("7d", "last 7 days"),
                   ("30d", "last 30 days"))
-# The name each grouping shows, read from the rollup row's copied dimensions.
-_NAME_FIELDS = {"team": ("team__name",), "project": ("team__name", "project__name"),
-                "priority_class": ("priority_class__name",)}
 # Cost per hour up to two days, per day beyond: a readable number of bars.
 HOURLY_UP_TO_S = 2 * 86400
 
@@ -34,31 +30,23 @@ def cost_bucket(window: showback.Window, now: datetime) -> int:
 
 
 def cost_series(report: showback.Showback, group_by: str, access: Access,
-                now: datetime) -> tuple[dict[str, list[tuple[datetime, float]]], int]:
-    """{group name: [(bucket start, $)]} over exactly the report's window, and the bucket in
-    seconds, so the bars add up to the table. Whole buckets come from one grouped query (days
-    from the accounting's job-less group rows, hours from the jobs' hour rows); a bucket the
-    window cuts at either end is read from the finer rows inside the window (the showback's
-    own segments), not whole. Members read their own teams only."""
+                now: datetime) -> tuple[dict[str, list[tuple[datetime, Decimal]]], int]:
+    """{group name: [(bucket start, cents)]} over exactly the report's window, and the bucket in
+    seconds. Whole buckets come from one grouped query (days from the accounting's job-less group
+    rows, hours from the jobs' hour rows); a bucket the window cuts at either end is read from
+    the finer rows inside the window (the showback's own segments), not whole. The exact sums
+    are then the group's cents in the table shared out over its bars (`showback.cost_over_time`),
+    so a group's bars add up to its row to the cent. Groups are summed by the report's own
+    columns and named as its rows are (`showback.data_key`: a project stored as
+    `__unallocated__` is `vision/__unallocated__ (project 7)`, not its team's jobs without a
+    project). Members read their own teams only."""
     bucket = cost_bucket(report.window, now)
     start, end = report.start, report.end
     if report.rolled_until is None or end <= start:
         return {}, bucket
     team_ids = None if (access.is_admin or access.is_finance) else access.team_ids
-    names = _NAME_FIELDS[group_by]
-    # By project, the project's id too: a project stored as `__unallocated__` (before the name was
-    # refused, 7 Dec) is not its team's jobs without a project, whose bars took its cost until then.
-    grouped = (*names, "project_id") if group_by == "project" else names
-    costs: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-
-    def add(at: datetime, row: dict[str, Any]) -> None:
-        # The report's own key (`showback_names.project_key`): by project the pair, escaped, so
-        # team a/b's project c and team a's project b/c are two series, not one of both costs.
-        name = (project_key(row["team__name"] or "", row["project__name"]) if group_by == "project"
-                else str(row[names[0]] or showback.UNALLOCATED))
-        if group_by == "project" and row["project_id"] is not None and row["project__name"] == showback.UNALLOCATED:
-            name = f"{name} (project {row['project_id']})"  # its key in the JSON (`showback.data_key`)
-        costs[name][at] += float(row["cost"] or Decimal(0))
+    columns = showback.GROUP_COLUMNS[group_by]
+    costs: dict[str, dict[datetime, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
 
     whole_from, whole_to = accounting.ceil_to(start, bucket), accounting.floor_to(end, bucket)
     cut: list[tuple[datetime, datetime, datetime]] = []  # (bar, from, to): buckets the window cuts
@@ -84,10 +72,15 @@ def cost_series(report: showback.Showback, group_by: str, access: Access,
         return {}, bucket
     if team_ids is not None:
         parts = [p.filter(team_id__in=list(team_ids)) for p in parts]
-    sums = [p.order_by().values("bar", *grouped).annotate(cost=Sum("cost_usd")) for p in parts]
+    sums = [p.order_by().values("bar", *columns).annotate(cost=Sum("cost_usd")) for p in parts]
     for row in sums[0].union(*sums[1:], all=True) if len(sums) > 1 else sums[0]:
-        add(row["bar"], row)
-    return {name: sorted(points.items()) for name, points in costs.items()}, bucket
+        costs[showback.entry_key(group_by, row)][row["bar"]] += row["cost"] or Decimal(0)
+    entries = {e.key: e for e in report.entries}
+    series = {}
+    for key, points in showback.cost_over_time(report, costs).items():
+        entry = entries.get(key)
+        series[showback.data_key(entry, group_by) if entry is not None else key] = points
+    return series, bucket
 
 
 def shown_name(name: str, properties: dict[str, Any] | None = None) -> str:
@@ -140,18 +133,11 @@ def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
             "idle_reserved_usd": m["idle_reserved_usd"] if showback.shows_idle_reserved(report) else None,
             "preemption_waste_usd": m["preemption_waste_usd"],
             "lost_gpu_hours": float(entry.lost_gpu_seconds / 3600),
-            # Cost split by tier in proportion to GPU-seconds (prices differ by GPU type within a
-            # group, so this is the group's own average price applied to each tier).
-            "cost_productive_usd": float(cost) * _share(entry.productive_gpu_seconds, allocated),
-            "cost_active_only_usd": float(cost) * _share(entry.active_gpu_seconds - entry.productive_gpu_seconds,
-                                                         allocated),
-            "cost_allocated_only_usd": float(cost) * _share(allocated - entry.active_gpu_seconds, allocated),
+            # Its cents split by tier in proportion to GPU-seconds (prices differ by GPU type within a
+            # group, so this is the group's own average price applied to each tier), adding up to its cost.
+            **{f"cost_{tier}_usd": cents for tier, cents in showback.cost_by_tier(entry, cost).items()},
         })
     return rows
-
-
-def _share(part: Decimal, whole: Decimal) -> float:
-    return float(part / whole) if whole else 0.0
 
 
 def idle_reserved_note(report: showback.Showback) -> str:

@@ -534,8 +534,7 @@ def _group_sums(group_by: str, segments: Sequence[Segment], plain: Sequence[Segm
                 team_ids: Iterable[int] | None) -> dict[tuple[Any, ...], dict[str, Any]]:
     """The usage sums per group over the window: whole months and days from the job-less group
     rows (by job: the jobs' day rows), the hours and minutes at the ends from the jobs' rows."""
-    keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
-            "priority_class": ["priority_class_id"]}[group_by]
+    keys = list(GROUP_COLUMNS[group_by])
     if group_by == "job":
         return _sum_segments(UsageRollup, plain, keys, _USAGE_SUMS, team_ids)
     coarse = [seg for seg in segments if seg[0] in (MONTH, DAY)]
@@ -638,13 +637,22 @@ def _idle_by_gpu_type(fleet: dict[int, dict[str, Any]], reserved: dict[int, tupl
     return sorted(out, key=lambda t: t.gpu_type)
 
 
-def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
+#: The rollup columns each grouping sums by (`_group_sums`), whose values make an entry's key.
+GROUP_COLUMNS = {"team": ("team_id",), "project": ("team_id", "project_id"), "job": ("job_id",),
+                 "priority_class": ("priority_class_id",)}
+
+
+def entry_key(group_by: str, s: dict[str, Any]) -> str:
+    """A group's `ShowbackEntry.key` from its rollup columns (`GROUP_COLUMNS`): the cost chart's
+    bars are keyed by it too, so each finds its row's cents whatever the group is named."""
     if group_by == "project":
-        key = f"{s['team_id']}/{s['project_id'] or ''}"
-        props: dict[str, Any] = {"team_id": s["team_id"], "project_id": s["project_id"]}
-    else:
-        column = f"{group_by}_id"
-        key, props = str(s[column]), {column: s[column]}
+        return f"{s['team_id']}/{s['project_id'] or ''}"
+    return str(s[f"{group_by}_id"])
+
+
+def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
+    key = entry_key(group_by, s)
+    props: dict[str, Any] = {column: s[column] for column in GROUP_COLUMNS[group_by]}
     return ShowbackEntry(
         key=key, name=key, properties=props, allocated_gpu_seconds=s["allocated"] or Decimal(0),
         active_gpu_seconds=s["active"] or Decimal(0), productive_gpu_seconds=s["productive"] or Decimal(0),
@@ -1087,6 +1095,43 @@ def _apportion_to(values: Sequence[Decimal], total: Decimal) -> list[Decimal]:
             floors[i] -= CENT
         units += len(givers)
     return floors
+
+
+#: A row's cost split by what its GPU time did (`cost_by_tier`), each part the share of its
+#: allocated GPU-seconds: productive, active but not productive, allocated but idle on the device.
+COST_TIERS: dict[str, Callable[[ShowbackEntry], Decimal]] = {
+    "productive": lambda e: e.productive_gpu_seconds,
+    "active_only": lambda e: e.active_gpu_seconds - e.productive_gpu_seconds,
+    "allocated_only": lambda e: e.allocated_gpu_seconds - e.active_gpu_seconds,
+}
+
+
+def cost_by_tier(entry: ShowbackEntry, cents: Decimal) -> dict[str, Decimal]:
+    """The row's cents (`presented_money`'s cost) split over `COST_TIERS` in proportion to their
+    GPU-seconds (the group's own average price applied to each tier), shared out so the parts
+    add up to the row's cost ("Where the money went"). Until 7 Dec each part was rounded on its
+    own: three equal thirds of $10.00 read $3.33 each, $9.99 beside the table's $10.00."""
+    allocated = entry.allocated_gpu_seconds
+    exact = [entry.cost_usd * seconds(entry) / allocated if allocated else _ZERO for seconds in COST_TIERS.values()]
+    return dict(zip(COST_TIERS, _apportion_to(exact, cents), strict=True))
+
+
+def cost_over_time(report: Showback, exact: dict[str, dict[datetime, Decimal]]) -> dict[str, list[tuple[datetime, Decimal]]]:
+    """A cost chart's bars in cents: `exact` is each group's exact cost per bucket of time, by the
+    report's entry keys (`ShowbackEntry.key`); each group's cents in the report
+    (`presented_money`) are shared out over its buckets in proportion, so its bars add up to its
+    row in the table, the CSV, the JSON and `qm showback`, to the cent. A bucket's stack is the
+    sum of its groups' bars, never rounded again. Until 7 Dec each bar was rounded on its own:
+    two hours at $2.145 read $2.15 + $2.15 = $4.30 beside a row of $4.29. A group the report has
+    no row for (none: both read the same rollups over the same window) is rounded on its own."""
+    money = presented_money(report)
+    out: dict[str, list[tuple[datetime, Decimal]]] = {}
+    for key, points in exact.items():
+        times = sorted(points)
+        values = [points[t] for t in times]
+        cents = money[key]["cost_usd"] if key in money else apportion(values)
+        out[key] = list(zip(times, _apportion_to(values, cents) if key in money else cents, strict=True))
+    return out
 
 
 def showback_csv(report: Showback) -> str:

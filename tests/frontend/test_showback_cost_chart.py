@@ -1,6 +1,6 @@
 """/showback/'s "Cost per hour/day" chart covers the table's window, not more: its bars add up to
-the table's cost per group (to the rounding of each bar), also when the window starts in the
-middle of an hour or a day.
+the table's cost per group, to the cent (each group's cents shared out over its bars:
+`showback.cost_over_time`), also when the window starts in the middle of an hour or a day.
 
 The hundred hours of use are built once for the file (their rollup took ~45 s a test, most of the
 file's time) inside a transaction of the module's own, rolled back after its last test; each test
@@ -100,11 +100,9 @@ def test_the_bars_add_up_to_the_tables_cost(client_for, hundred_hours_of_use, sh
     assert chart.figure["data"][0]["xperiod"] == bucket * 1000
     costs, bars = table_costs(response), bar_sums(response)
     assert set(bars) == {"vision", "language"}
-    for name, (total, count) in bars.items():
+    for name, (total, _) in bars.items():
         assert costs[name] > Decimal(0)
-        # each bar is rounded to the cent: the sum may differ by half a cent per bar
-        assert abs(Decimal(str(total)) - costs[name]) <= Decimal("0.005") * count + Decimal("0.01"), (
-            name, total, costs[name])
+        assert Decimal(str(total)).quantize(Decimal("0.01")) == costs[name], (name, total, costs[name])
 
 
 def test_a_member_reads_bars_of_their_own_team_only(client_for, hundred_hours_of_use):
@@ -112,5 +110,5 @@ def test_a_member_reads_bars_of_their_own_team_only(client_for, hundred_hours_of
     response = client_for("alice").get("/showback/", {"window": f"{_iso(start)},{_iso(end)}"})
     costs, bars = table_costs(response), bar_sums(response)
     assert set(bars) == {"vision"} == set(costs)
-    assert abs(Decimal(str(bars["vision"][0])) - costs["vision"]) <= Decimal("0.12")
+    assert Decimal(str(bars["vision"][0])).quantize(Decimal("0.01")) == costs["vision"]
 
