@@ -131,12 +131,17 @@ _ALLOCATION = inline_serializer(
             "rate: per team and in TOTAL by team; null in every other grouping (a guarantee is its team's)."),
         "preemptionLostGpuHours": serializers.FloatField(required=False),
         "preemptionWasteCost": serializers.FloatField(required=False),
+        "borrowedGpuHours": serializers.FloatField(
+            required=False, allow_null=True, help_text="GPU-hours the team used beyond its guarantee (on capacity "
+            "nobody is guaranteed or on quota other teams lent): per team and in totals by team; null in every other "
+            "grouping (a guarantee is its team's)."),
         "shown": serializers.DictField(
             child=serializers.FloatField(allow_null=True), required=False,
             help_text="The figures the showback page and `qm showback` show rounded, by their keys here: "
             "gpuHours, gpuHoursActive, gpuHoursProductive and preemptionLostGpuHours to two places, rounded "
             "cumulatively so the rows add up to totals' (a non-zero one whose share rounds to none: exact), "
             "usdPerGpuHour and usdPerProductiveGpuHour rounded once to the cent (below one: six places); "
+            "borrowedGpuHours by team, to two places, rounded cumulatively (null in other groupings); "
             "__idle__'s gpuHours and totals' idleGpuHours the idle capacity's."),
     },
 )

@@ -184,6 +184,9 @@ class ShowbackEntry:
     idle_gpu_seconds: Decimal = Decimal(0)
     #: What the jobs that reported useful tokens cost (the numerator of $ per useful token).
     token_cost_usd: Decimal = Decimal(0)
+    #: By team only (a guarantee is a team's): GPU-seconds the team used beyond its guarantee,
+    #: the accounting's split of each minute (`QuotaRollup.borrowed_gpu_seconds`); None otherwise.
+    borrowed_gpu_seconds: Decimal | None = None
 
     def add(self, other: ShowbackEntry) -> None:
         self.allocated_gpu_seconds += other.allocated_gpu_seconds
@@ -195,6 +198,8 @@ class ShowbackEntry:
         self.useful_tokens += other.useful_tokens
         self.idle_gpu_seconds += other.idle_gpu_seconds
         self.token_cost_usd += other.token_cost_usd
+        if other.borrowed_gpu_seconds is not None:
+            self.borrowed_gpu_seconds = (self.borrowed_gpu_seconds or Decimal(0)) + other.borrowed_gpu_seconds
         if other.idle_reserved_usd is not None:
             self.idle_reserved_usd = (self.idle_reserved_usd or Decimal(0)) + other.idle_reserved_usd
             self.idle_reserved_gpu_seconds = (self.idle_reserved_gpu_seconds or Decimal(0)) + (
@@ -472,13 +477,15 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     team_ids = None if reads_all else access.team_ids
     entries = [_entry(group_by, s) for s in _group_sums(group_by, segments, plain, team_ids).values()]
     idle_by_team: dict[int, tuple[Decimal, Decimal]] = {}
+    borrowed_by_team: dict[int, Decimal] = defaultdict(Decimal)
     reserved_by_type: dict[int, tuple[Decimal, Decimal]] = {}
     type_names: dict[int, str] = {}
     for (team_id, gpu_type_id, type_name), row in _sum_segments(
         QuotaRollup, plain, ["team_id", "gpu_type_id", "gpu_type__name"],
-        {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, team_ids,
+        {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd", "borrowed": "borrowed_gpu_seconds"}, team_ids,
     ).items():
         type_names[gpu_type_id] = type_name
+        borrowed_by_team[team_id] += row.get("borrowed") or Decimal(0)
         gpu_s, usd = row.get("gpu_s") or Decimal(0), row.get("usd") or Decimal(0)
         for into, key in ((idle_by_team, team_id), (reserved_by_type, gpu_type_id)):
             was = into.get(key, (Decimal(0), Decimal(0)))
@@ -490,6 +497,7 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         for entry in entries:
             gpu_s, usd = idle_by_team.get(entry.properties["team_id"], (Decimal(0), Decimal(0)))
             entry.idle_reserved_gpu_seconds, entry.idle_reserved_usd = gpu_s, usd
+            entry.borrowed_gpu_seconds = borrowed_by_team.get(entry.properties["team_id"], Decimal(0))
     _name_entries(group_by, entries)
     entries.sort(key=lambda e: (-e.cost_usd, e.name))
     idle = capacity = capacity_cost = None
@@ -728,6 +736,9 @@ CSV_COLUMNS = (
     # Beside $ per useful token (which counts only the jobs that reported tokens): the cost that
     # reported none, in cents, and its share of the row's cost.
     "cost_without_tokens_usd", "share_of_cost_without_tokens",
+    # By team (empty in other groupings, as idle_reserved_usd): GPU-hours used beyond the
+    # team's guarantee, rounded cumulatively like the other GPU-hour columns.
+    "gpu_hours_borrowed",
 )
 _SHARE_Q = Decimal("0.0001")
 #: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
@@ -764,6 +775,7 @@ GPU_HOUR_COLUMNS: dict[str, Callable[[ShowbackEntry], Decimal]] = {
     "allocated": lambda e: e.allocated_gpu_seconds, "active": lambda e: e.active_gpu_seconds,
     "productive": lambda e: e.productive_gpu_seconds, "lost": lambda e: e.lost_gpu_seconds,
     "idle": lambda e: e.idle_gpu_seconds if e.kind == "idle" else _ZERO,
+    "borrowed": lambda e: e.borrowed_gpu_seconds or _ZERO,
 }
 #: GPU-hours as the page says them: two places (`sentences.gpu_hours`); the CSV keeps four.
 PAGE_HOURS_Q = HUNDREDTH
@@ -1172,6 +1184,7 @@ def showback_csv(report: Showback) -> str:
             str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
             hours("lost"), hours("idle") if fleet_row else "",
             _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
+            hours("borrowed") if shows_idle_reserved(report) and entry.kind != "idle" else "",
             *((text_cell(str(entry.properties.get("job", ""))), text_cell(str(entry.properties.get("team", ""))),
                text_cell(str(entry.properties.get("project", "")))) if by_job else ()),
             *((text_cell(str(entry.properties.get("team", ""))), text_cell(_project_name(entry))) if by_project else ()),
@@ -1244,6 +1257,10 @@ def showback_json(report: Showback) -> dict[str, Any]:
     money = presented_money(report)
     tokens = presented_tokens(report)
     shown = shown_figures(report)
+    if not shows_idle_reserved(report):
+        # Borrowed GPU-hours are a team's, as its guarantee is: null in other groupings.
+        for figures in shown.values():
+            figures["borrowed"] = None
     window = {"start": iso(report.start), "end": iso(report.end)}
     minutes = (report.end - report.start).total_seconds() / 60
     allocations: dict[str, Any] = {}
@@ -1300,7 +1317,7 @@ def showback_json(report: Showback) -> dict[str, Any]:
 JSON_SHOWN = {
     "gpuHours": "allocated", "gpuHoursActive": "active", "gpuHoursProductive": "productive",
     "preemptionLostGpuHours": "lost", "usdPerGpuHour": "usd_per_gpu_hour",
-    "usdPerProductiveGpuHour": "usd_per_productive_gpu_hour",
+    "usdPerProductiveGpuHour": "usd_per_productive_gpu_hour", "borrowedGpuHours": "borrowed",
 }
 
 
@@ -1347,6 +1364,7 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         or (entry.kind == "total" and "idle_reserved_usd" in money) else None,
         "preemptionLostGpuHours": float(hours(entry.lost_gpu_seconds)),
         "preemptionWasteCost": float(money["preemption_waste_usd"]),
+        "borrowedGpuHours": None if entry.borrowed_gpu_seconds is None else float(hours(entry.borrowed_gpu_seconds)),
     }
 
 

@@ -94,7 +94,8 @@ def test_csv_has_the_exact_columns_and_a_total_row_that_adds_up(clients: dict[st
                            "usd_per_gpu_hour", "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
     assert rows[0][9:] == ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
                            "preemption_lost_gpu_hours", "gpu_hours_idle", "cost_without_tokens_usd",
-                           "share_of_cost_without_tokens", "period_start", "period_end", "row_kind"]
+                           "share_of_cost_without_tokens", "gpu_hours_borrowed", "period_start", "period_end",
+                           "row_kind"]
     window = clients["finance"].get(SHOWBACK, {"window": "1d"}).json()["window"]
     assert {tuple(r[-3:-1]) for r in rows[1:]} == {(window["start"], window["end"])}
     body, total = rows[1:-1], rows[-1]

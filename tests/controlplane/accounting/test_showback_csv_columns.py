@@ -24,7 +24,7 @@ OLD_COLUMNS = ["gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive"
                "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
 NEW_COLUMNS = ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
                "preemption_lost_gpu_hours", "gpu_hours_idle", "cost_without_tokens_usd",
-               "share_of_cost_without_tokens"]
+               "share_of_cost_without_tokens", "gpu_hours_borrowed"]
 # Last, after every figure (and the job grouping's names): the period each row covers.
 PERIOD_COLUMNS = ["period_start", "period_end"]
 #: Appended after the period (7 Dec): what each row is, group, idle or total.
@@ -34,7 +34,7 @@ PLACES = {"gpu_hours_allocated": 4, "gpu_hours_active": 4, "gpu_hours_productive
           "usd_per_gpu_hour": 4, "usd_per_useful_token": 12, "idle_reserved_usd": 2, "preemption_waste_usd": 2,
           "usd_per_productive_gpu_hour": 4, "useful_tokens": 0, "usd_per_million_tokens": 6,
           "preemption_lost_gpu_hours": 4, "gpu_hours_idle": 4, "cost_without_tokens_usd": 2,
-          "share_of_cost_without_tokens": 4}
+          "share_of_cost_without_tokens": 4, "gpu_hours_borrowed": 4}
 
 
 def entry(key: str, **figures: object) -> ShowbackEntry:

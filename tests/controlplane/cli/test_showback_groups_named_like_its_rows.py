@@ -186,6 +186,6 @@ def test_the_cost_chart_keeps_the_project_apart_from_the_jobs_without_one(fleet:
 
     series, _ = cost_series(report, "project", finance, now)
 
-    totals = {name: round(sum(cost for _, cost in bars), 2) for name, bars in series.items() if name.startswith("ml/")}
+    totals = {name: float(sum(cost for _, cost in bars)) for name, bars in series.items() if name.startswith("ml/")}
     project = Project.objects.get(team=fleet.ml, name="__unallocated__")
     assert totals == {"ml/__unallocated__": 0.83, f"ml/__unallocated__ (project {project.pk})": 1.67}, totals
