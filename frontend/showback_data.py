@@ -98,8 +98,9 @@ def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
     """The report's groups, __idle__ and TOTAL, with money in cents, tokens in whole tokens and
     GPU-hours to two places that add up (the accounting service's apportionment and cumulative
     rounding, the same the CSV uses at its own places). `gpu_hours_*`, `lost_gpu_hours` and the
-    per-unit prices stay exact for the charts; `hours_shown` and `prices_shown` are what the table
-    says, `showback.shown_figures`' (the API's `shown`, which `qm showback` prints)."""
+    per-unit prices stay exact; `hours_shown` and `prices_shown` are what the table and the
+    price chart say, `showback.shown_figures`' (the API's `shown`, which `qm showback` prints);
+    `cost_*_usd` split the row's cents by tier (`showback.cost_by_tier`)."""
     money = showback.presented_money(report)
     tokens = showback.presented_tokens(report)
     shown = showback.shown_figures(report)

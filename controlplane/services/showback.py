@@ -490,15 +490,19 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         for into, key in ((idle_by_team, team_id), (reserved_by_type, gpu_type_id)):
             was = into.get(key, (Decimal(0), Decimal(0)))
             into[key] = (was[0] + gpu_s, was[1] + usd)
-    if group_by == "team":
+    # By team, every team the reader may read has a row, $0.00 where it used nothing: a team
+    # missing from the report read as left out, not as a team that cost nothing (until 7 Dec
+    # only teams that used GPUs or had a guarantee were listed). Their names in the same query.
+    every_team = _team_names(None if reads_all else access.team_ids) if group_by == "team" else None
+    if every_team is not None:
         seen = {e.properties["team_id"] for e in entries}
-        for team_id in set(idle_by_team) - seen:
+        for team_id in (set(idle_by_team) | set(every_team)) - seen:
             entries.append(ShowbackEntry(key=str(team_id), name=str(team_id), properties={"team_id": team_id}))
         for entry in entries:
             gpu_s, usd = idle_by_team.get(entry.properties["team_id"], (Decimal(0), Decimal(0)))
             entry.idle_reserved_gpu_seconds, entry.idle_reserved_usd = gpu_s, usd
             entry.borrowed_gpu_seconds = borrowed_by_team.get(entry.properties["team_id"], Decimal(0))
-    _name_entries(group_by, entries)
+    _name_entries(group_by, entries, every_team)
     entries.sort(key=lambda e: (-e.cost_usd, e.name))
     idle = capacity = capacity_cost = None
     by_type: list[IdleByGpuType] = []
@@ -670,12 +674,22 @@ def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
     )
 
 
-def _name_entries(group_by: str, entries: list[ShowbackEntry]) -> None:
-    """Names as people read them; properties as OpenCost labels them."""
-    from controlplane.models import PriorityClass, Project, Team
+def _team_names(team_ids: Iterable[int] | None) -> dict[int, str]:
+    """{team id: name} of `team_ids` (None: every team)."""
+    from controlplane.models import Team
 
-    team_ids = {e.properties.get("team_id") for e in entries} - {None}
-    teams = dict(Team.objects.filter(pk__in=team_ids).values_list("pk", "name")) if team_ids else {}
+    teams = Team.objects.all() if team_ids is None else Team.objects.filter(pk__in=list(team_ids))
+    return dict(teams.values_list("pk", "name"))
+
+
+def _name_entries(group_by: str, entries: list[ShowbackEntry], teams: dict[int, str] | None = None) -> None:
+    """Names as people read them; properties as OpenCost labels them. `teams`: the team names,
+    when the caller read them already."""
+    from controlplane.models import PriorityClass, Project
+
+    if teams is None:
+        team_ids = {e.properties.get("team_id") for e in entries} - {None}
+        teams = _team_names(team_ids) if team_ids else {}
     if group_by == "team":
         for e in entries:
             e.name = teams.get(e.properties["team_id"], e.key)
