@@ -212,6 +212,30 @@ class Api:
                 return
             params["offset"] = params.get("offset", 0) + len(page["results"])
 
+    def listed(self, path: str, params: dict[str, Any], want: int | None = None) -> dict[str, Any]:
+        """`path`'s list as one answer: every row from the `offset` in `params` (none: the first)
+        or the first `want` of them, read as pages of at most LARGEST_PAGE one after the other
+        (the API cuts a larger `limit` to its largest page without saying so: one page printed
+        as the whole list lost every row past the 1,000th). A row listed twice (a newer one came
+        in between two reads and shifted the list by one) is kept once. `count` is the last
+        read's, `next` the last read's (the rows after those), `previous` the first's (the rows
+        before them). Every list command reads its rows here."""
+        params = {key: value for key, value in params.items() if key != "limit"}
+        offset = int(params.get("offset") or 0)
+        rows: list[dict[str, Any]] = []
+        seen: set[Any] = set()
+        first: dict[str, Any] | None = None
+        while True:
+            room = LARGEST_PAGE if want is None else min(want - len(rows), LARGEST_PAGE)
+            page = self.request("GET", path, params={**params, "limit": room, "offset": offset})
+            first = first or page
+            offset += len(page["results"])
+            rows += [row for row in page["results"] if row.get("id") is None or row["id"] not in seen]
+            seen.update(row.get("id") for row in page["results"])
+            if not page.get("next") or not page["results"] or (want is not None and len(rows) >= want):
+                return {**page, "previous": first.get("previous"),
+                        "results": rows if want is None else rows[:want]}
+
     def _result(self, response: requests.Response, raw: bool) -> Any:
         if response.status_code >= 400:
             try:

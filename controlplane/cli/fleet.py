@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import LARGEST_PAGE, Api, CliError
+from controlplane.cli.client import Api, CliError
 from controlplane.cli.loop_state import loop_warning
 from scheduler_core.sentences import counted
 
@@ -82,12 +82,11 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
         raise CliError("--reason goes with an action: qm nodes drain NODE --reason \"bad DIMM\"")
     if args.all and args.retired:
         raise CliError("--all and --retired do not go together: --all lists every node, --retired only the retired")
-    params: dict[str, Any] = {"limit": LARGEST_PAGE, "offset": 0}
+    params: dict[str, Any] = {}
     if not args.all:
         params["retired"] = "true" if args.retired else "false"
     # Every page: a fleet past 1,000 nodes was listed to its 1,000th, the rest left to the API.
-    pages = list(api.pages("nodes/", params))
-    page = {**pages[-1], "previous": None, "results": [n for p in pages for n in p["results"]]}
+    page = api.listed("nodes/", params)
     rows = page["results"]
     if args.json:
         output.emit_json(page)

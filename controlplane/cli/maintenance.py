@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import LARGEST_PAGE, Api, CliError
+from controlplane.cli.client import Api, CliError
 from scheduler_core.sentences import counted
 
 #: The API's fields (maintenance-windows/) → `qm maint`'s flags, as client.refusal names them.
@@ -113,14 +113,13 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
     action = args.maint_action
     now = datetime.now(timezone.utc)
     if action == "list":
-        params: dict[str, Any] = {"limit": LARGEST_PAGE, "offset": 0}
+        params: dict[str, Any] = {}
         if not args.all:
             params["state"] = ["active", "upcoming"]
         if args.node:
             params["node"] = args.node
         # Every page: one (1,000 windows) was printed as the whole list, the latest windows missing.
-        pages = list(api.pages("maintenance-windows/", params))
-        page = {**pages[-1], "previous": None, "results": [w for p in pages for w in p["results"]]}
+        page = api.listed("maintenance-windows/", params)
         if args.json:
             output.emit_json(page)
             return 0

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
+from controlplane.cli.client import Api, ApiError, CliError
 
 NOTIFY_EVENTS = ("started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable",
                  "borrowed")
@@ -120,7 +120,8 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         print(f"Try it: qm notify test {hook['id']}")
         return 0
     if action == "list":
-        page = api.request("GET", "notification-hooks/", params={"limit": LARGEST_PAGE})
+        # Every page: one (1,000 hooks) was printed as the whole list, the latest hooks missing.
+        page = api.listed("notification-hooks/", {})
         if args.json:
             output.emit_json(page)
             return 0

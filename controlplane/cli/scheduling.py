@@ -204,12 +204,11 @@ def cmd_config(api: Api, args: argparse.Namespace) -> int:
 
 def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     """Your team's quotas (admins and finance: every team's) with what each holds now."""
-    params: dict[str, Any] = {"limit": LARGEST_PAGE, "offset": 0}
+    params: dict[str, Any] = {}
     if args.team:
         params["team"] = args.team
     # Every page: one (1,000 quotas) was printed as the whole list, the last teams' missing.
-    pages = list(api.pages("quotas/", params))
-    page = {**pages[-1], "previous": None, "results": [q for p in pages for q in p["results"]]}
+    page = api.listed("quotas/", params)
     if args.json:
         output.emit_json(page)
         return 0

@@ -64,17 +64,10 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
     for flag in ("node", "team"):
         if getattr(args, flag) is not None:
             params[flag] = getattr(args, flag)
-    if args.all:
-        pages = list(api.pages("events/", {**params, "limit": LARGEST_PAGE, "offset": 0}))
-    else:  # the latest `limit`, 1,000 a request (a larger one was refused until 7 Dec)
-        pages = [api.request("GET", "events/", params={**params, "limit": min(limit, LARGEST_PAGE), "offset": 0})]
-        read = len(pages[0]["results"])
-        while read < limit and pages[-1].get("next") and pages[-1]["results"]:
-            pages.append(api.request("GET", "events/", params={**params, "limit": min(limit - read, LARGEST_PAGE),
-                                                               "offset": read}))
-            read += len(pages[-1]["results"])
-    events = [e for page in pages for e in page["results"]][::-1]   # oldest first
-    matched = int(pages[0].get("count") or 0) if pages else 0
+    # every one, or the latest `limit` (a larger one than a page was refused until 7 Dec)
+    answer = api.listed("events/", params, want=None if args.all else limit)
+    events = answer["results"][::-1]   # oldest first
+    matched = int(answer.get("count") or 0)
     if args.json:
         output.emit_json(events)
         return 0

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import account, arguments, output
-from controlplane.cli.client import LARGEST_PAGE, Api, CliError
+from controlplane.cli.client import Api, CliError
 from controlplane.cli.jobs.gpus import gpus_cell
 from controlplane.cli.jobs.states import ACTIVE_STATES
 from controlplane.cli.loop_state import warn
@@ -78,31 +78,11 @@ def position_cell(job: dict[str, Any]) -> int | str | None:
     return job["queue_position"]
 
 
-def _page(api: Api, params: dict[str, Any]) -> dict[str, Any]:
-    """The API's page of `params["limit"]` jobs from `params["offset"]`, read as pages of at most
-    LARGEST_PAGE one after the other when the limit is larger (the API cuts a larger `limit` to its
-    largest page without saying so: `--limit 1500` listed 1,000): the rows asked for, or every
-    one the list has past the offset. A job listed twice (a newer one came in between two reads and
-    shifted the list by one) is kept once. `next` is the last read's (the rows after those),
-    `previous` the first's (the rows before them)."""
-    want = params["limit"]
-    page = first = api.request("GET", "jobs/", params={**params, "limit": min(want, LARGEST_PAGE)})
-    rows = list(page["results"])
-    seen = {j["id"] for j in rows}
-    offset = int(params.get("offset") or 0) + len(page["results"])
-    while len(rows) < want and page.get("next") and page["results"]:
-        page = api.request("GET", "jobs/", params={**params, "offset": offset,
-                                                   "limit": min(want - len(rows), LARGEST_PAGE)})
-        offset += len(page["results"])
-        rows += [j for j in page["results"] if j["id"] not in seen]
-        seen.update(j["id"] for j in page["results"])
-    return {**page, "previous": first.get("previous"), "results": rows[:want]}
-
-
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
     """The jobs the filters pick (waiting and running by default), `--limit` of them (1,000 a
     request), with what the table's cells need said under it; or why there are none."""
-    page = _page(api, _list_params(args, api))
+    params = _list_params(args, api)
+    page = api.listed("jobs/", params, want=params["limit"])
     if args.json:
         output.emit_json(page)
         return 0
