@@ -115,7 +115,7 @@ def terminal_output(text: str) -> tuple[str, str]:
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout,
           cut: Sequence[str] = (), wide: Sequence[str] = (), short: dict[str, str] | None = None,
-          least: dict[str, int] | None = None) -> dict[str, str]:
+          least: dict[str, int] | None = None, wrap: Sequence[str] = ()) -> dict[str, str]:
     """Columns padded to their widest cell; numbers right-aligned. On a terminal (or with COLUMNS)
     the table is its narrow view, as kubectl's and squeue's default: the columns named in `wide`
     are left out and the headers in `short` say their short form (`PREEMPTION WASTE $` → `WASTE $`,
@@ -123,7 +123,9 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = s
     columns named in `cut` (free text: a job's NAME) are then cut with `…` to fit the terminal
     (terminal_width.py), none below its `least` (by full header; else SHORTEST): a column cut
     only once the others are at theirs, and a line on stderr says which and that `--wide` shows
-    them whole.
+    them whole. The columns named in `wrap` (sentences: an event's WHAT) give way as the cut ones
+    do, but their cells are wrapped between words onto the lines below, the other cells blank
+    there, so the whole sentence is read (a sentence cut said only its start and end).
     Returns the header printed for each column shown, by its full header (a footnote names a
     column only when it is there, as it is headed)."""
     limit = terminal_width.columns()
@@ -132,18 +134,24 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = s
     titles = [shown[headers[i]] for i in kept]
     cells = [[("-" if row[i] is None or row[i] == "" else visible(row[i])) for i in kept] for row in rows]
     natural = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(titles)]
-    widths = terminal_width.fitted(natural, [headers[i] in cut for i in kept],
+    widths = terminal_width.fitted(natural, [headers[i] in cut or headers[i] in wrap for i in kept],
                                    [max(width(titles[k]), (least or {}).get(headers[i], terminal_width.SHORTEST))
                                     for k, i in enumerate(kept)], 2, limit)
     narrowed = [i for i, (w, n) in enumerate(zip(widths, natural, strict=True)) if w < n]
+    folded = [i for i in narrowed if headers[kept[i]] in wrap]
+    narrowed = [i for i in narrowed if i not in folded]
     for row in cells:
         for i in narrowed:
             row[i] = terminal_width.cut(row[i], widths[i], width)
     numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(titles))]
     out.write("  ".join(_pad(h, w) for h, w in zip(titles, widths, strict=True)).rstrip() + "\n")
     for row in cells:
-        line = "  ".join(_pad(c, w, right=num) for c, w, num in zip(row, widths, numeric, strict=True))
-        out.write(line.rstrip() + "\n")
+        pieces = {i: terminal_width.wrapped(row[i], widths[i], width) for i in folded}
+        for n in range(max((len(p) for p in pieces.values()), default=1)):
+            line_cells = [(pieces[i][n] if n < len(pieces[i]) else "") if i in pieces else (c if n == 0 else "")
+                          for i, c in enumerate(row)]
+            line = "  ".join(_pad(c, w, right=num) for c, w, num in zip(line_cells, widths, numeric, strict=True))
+            out.write(line.rstrip() + "\n")
     if narrowed:
         names = ", ".join(titles[i] for i in narrowed)
         it = "it" if len(narrowed) == 1 else "them"

@@ -10,7 +10,9 @@ kubectl's default and squeue's and sinfo's are: the columns a user needs most (o
 `wide` columns left out, some headers short), which fit 80 columns by their fixed columns alone
 (`qm runs` was 155 wide with every name short). `--wide` (and `--json`) give every column and
 every cell whole; so does output to a pipe or file without COLUMNS, which a script reads whole
-(`qm list | grep …`), as `ps` and `systemctl` do.
+(`qm list | grep …`), as `ps` and `systemctl` do. A column of sentences (an event's WHAT) is
+not cut but wrapped within its width, between words (`wrapped`): cut, a sentence said only its
+start and end, and at 80 columns the fleet's events left it 17 columns to say them in.
 """
 
 from __future__ import annotations
@@ -90,6 +92,31 @@ def cut(text: str, columns: int, width: Callable[[str], int]) -> str:
     room = columns - 1
     end = _last(text, min(room // 3, _END_KEPT), width)
     return _first(text, room - width(end), width) + ELLIPSIS + end
+
+
+def wrapped(text: str, columns: int, width: Callable[[str], int]) -> list[str]:
+    """`text` as lines of at most `columns` terminal columns, broken between words: a sentence
+    (an event's WHAT) is read whole on a narrow terminal, where cut to fit it said only its start
+    and end. A word wider than the column is broken within itself."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        while width(word) > columns:
+            if line:
+                lines.append(line)
+                line = ""
+            head = _first(word, columns, width) or word[0]
+            lines.append(head)
+            word = word[len(head):]
+        if not word:
+            continue
+        if line and width(line) + 1 + width(word) > columns:
+            lines.append(line)
+            line = ""
+        line = f"{line} {word}" if line else word
+    if line or not lines:
+        lines.append(line)
+    return lines
 
 
 def _first(text: str, columns: int, width: Callable[[str], int]) -> str:

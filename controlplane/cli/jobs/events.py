@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from controlplane.cli import arguments, output
+from controlplane.cli import arguments, output, terminal_width
 from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 
@@ -20,11 +20,33 @@ def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
     return (output.utc_text(event["created_at"], suffix=""), event["kind"], event["actor"], event["message"])
 
 
+#: A job's events: BY is `--wide`'s on a terminal (its sentence names whoever acted: "Cancelled
+#: by alice"; the scheduler and the agents are plain from it), so WHAT has the room.
+JOB_EVENT_COLUMNS = ["TIME (UTC)", "EVENT", "BY", "WHAT"]
+#: The fleet's: NODE, TEAM and BY are `--wide`'s (a node's events and a job's bind and start name
+#: the node in their sentence): at 80 columns WHAT had 17 to say it in, and was cut.
+FLEET_EVENT_COLUMNS = ["TIME (UTC)", "EVENT", "JOB", "NODE", "TEAM", "BY", "WHAT"]
+_FLEET_WIDE = ["NODE", "TEAM", "BY"]
+
+#: `events --follow`'s fixed columns: the longest kind (`allocation.released`) and a usual actor.
+_KIND_COLUMNS = 20
+_ACTOR_COLUMNS = 18
+
+
 def _print_streamed(cells: Sequence[str]) -> None:
     """One line of `events --follow`: columns of fixed width, since later lines cannot widen
-    the ones already printed."""
+    the ones already printed. On a terminal its narrow view, as `qm events JOB`'s table: TIME,
+    EVENT and WHAT, wrapped between words under its column to the terminal's width."""
     time_, kind, actor, what = (output.visible(c) for c in cells)
-    print(f"{time_:<19}  {kind:<20}  {actor:<18}  {what}".rstrip(), flush=True)
+    limit = terminal_width.columns()
+    if limit is None:
+        print(f"{time_:<19}  {kind:<{_KIND_COLUMNS}}  {actor:<{_ACTOR_COLUMNS}}  {what}".rstrip(), flush=True)
+        return
+    indent = 19 + 2 + _KIND_COLUMNS + 2
+    lines = terminal_width.wrapped(what, max(limit - indent, terminal_width.SHORTEST), output.width)
+    print(f"{time_:<19}  {kind:<{_KIND_COLUMNS}}  {lines[0]}".rstrip(), flush=True)
+    for line in lines[1:]:
+        print(" " * indent + line, flush=True)
 
 
 def _events_after(api: Api, job_id: int, seen: set[int], start: int) -> list[dict[str, Any]]:
@@ -76,7 +98,7 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
         return 0
     output.table([(output.utc_text(e["created_at"], suffix=""), e["kind"], e["job"] or "-", e["node"] or "-",
                    e["team"] or "-", e["actor"], e["message"]) for e in events],
-                 ["TIME (UTC)", "EVENT", "JOB", "NODE", "TEAM", "BY", "WHAT"], cut=["WHAT"], wide=["TEAM", "BY"])
+                 FLEET_EVENT_COLUMNS, wrap=["WHAT"], wide=_FLEET_WIDE, least={"WHAT": 30})
     if matched > len(events):
         print(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more.")
     return 0
@@ -100,7 +122,7 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
     if args.json and not args.follow:
         output.emit_json(events)
         return 0
-    headers = ["TIME (UTC)", "EVENT", "BY", "WHAT"]
+    headers = JOB_EVENT_COLUMNS
     if args.json:
         for event in events:
             output.emit_json_line(event)
@@ -109,7 +131,7 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
         for event in events:
             _print_streamed(_event_line(event))
     elif events:
-        output.table([_event_line(e) for e in events], headers)
+        output.table([_event_line(e) for e in events], headers, wrap=["WHAT"], wide=["BY"], least={"WHAT": 30})
     else:
         print(f"Job {job_id} has no events.")
     seen.update(e["id"] for e in events)
