@@ -174,8 +174,10 @@ def _pad(text: str, columns: int, right: bool = False) -> str:
 
 
 def _is_number(text: str) -> bool:
+    """A figure, as a right-aligned column's cells are: `1,234.50`, `$7.54`, `-` (none), and
+    `< 0.01`, a figure below a hundredth as the pages say it (it left-aligned the whole column)."""
     try:
-        float(text.replace(",", "").lstrip("$"))
+        float(text.replace(",", "").lstrip("$").removeprefix("< "))
     except ValueError:
         return text == "-"
     return True
