@@ -78,6 +78,7 @@ def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_
         ("elapsed", output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else ""),
         ("gpu-hours", f"{gpu_hours(job['gpu_hours'])} held over all its runs (the accounting's)"
          if job.get("gpu_hours") else ""),
+        *_progress_fields(job),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
         *([("hold reason", job["hold_reason"])] if job.get("hold") and job.get("hold_reason") else []),
         ("queue position", position_text(job["queue_position"], job.get("pending_code"), job.get("hold"),
@@ -98,6 +99,21 @@ def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_
         *([("runs after", runs_after(job))] if job.get("dependencies") or job.get("singleton") else []),
         *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
     ]
+
+
+def _progress_fields(job: dict[str, Any]) -> list[_Field]:
+    """Its progress as the job page's says it: the steps and useful tokens its agents reported,
+    and its last checkpoint, when and how long ago (what a preemption now would lose); nothing
+    for a job that never ran."""
+    if not (job["started_at"] or job.get("steps") or job.get("last_checkpoint_at")):
+        return [("progress", ""), ("last checkpoint", "")]
+    steps, tokens = job.get("steps") or 0, job.get("useful_tokens") or 0
+    running = job["state"] in ("running", "preempting")
+    progress = (f"{steps:,} step{'' if steps == 1 else 's'}, {tokens:,} useful token{'' if tokens == 1 else 's'}" if steps or tokens
+                else "none reported yet" if running else "none reported")
+    saved = job.get("last_checkpoint_at")
+    return [("progress", progress),
+            ("last checkpoint", f"{output.utc_text(saved)} ({output.age(saved)} ago)" if saved else "none reported")]
 
 
 def _preemption_fields(api: Api, job: dict[str, Any], stopping: str) -> list[_Field]:
