@@ -219,7 +219,9 @@ class Api:
         as the whole list lost every row past the 1,000th). A row listed twice (a newer one came
         in between two reads and shifted the list by one) is kept once. `count` is the last
         read's, `next` the last read's (the rows after those), `previous` the first's (the rows
-        before them). Every list command reads its rows here."""
+        before them). `qm list`, `events`, `maint list`, `nodes`, `quotas` and `notify list` read
+        their rows here; `pages` is the same walk a page at a time, for a caller that reads ids as
+        they come."""
         params = {key: value for key, value in params.items() if key != "limit"}
         offset = int(params.get("offset") or 0)
         rows: list[dict[str, Any]] = []
