@@ -162,8 +162,10 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         if not changes:
             print(f"Hook {hook_id} has no recorded changes (it was made before changes were recorded).")
             return 0
-        output.table([(c["at"][:19].replace("T", " "), c["actor"].removeprefix("user:"), c["message"])
-                      for c in changes], ["AT (UTC)", "BY", "CHANGE"])
+        # CHANGE is a sentence (a URL and an event list changed: 300 columns and more): wrapped
+        # under its column on a terminal, as an event's WHAT is.
+        output.table([(output.utc_text(c["at"], suffix=""), c["actor"].removeprefix("user:"), c["message"])
+                      for c in changes], ["AT (UTC)", "BY", "CHANGE"], wrap=["CHANGE"], least={"CHANGE": 30})
         return 0
     if action == "rm":
         api.request("DELETE", f"notification-hooks/{hook_id}/")
