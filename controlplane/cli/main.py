@@ -424,7 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "json (the API's jobs and the totals)")
 
     p = sub.add_parser("showback", parents=[common], help="cost and GPU-hours allocated, active and productive by team, project, job or class")
-    p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])
+    # `class` as the help above says it (and the pages' "Class"): the API's group is priority_class
+    p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"],
+                   type=lambda by: "priority_class" if by.strip().lower() in ("class", "priority-class") else by,
+                   help="what a row is (default team); class: the priority class")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--window", default="7d", help="30m, 24h, 7d, 2w (any whole number; m, h, d, w), today, yesterday, in any case, "
                       "or start,end in RFC 3339 (default 7d)")

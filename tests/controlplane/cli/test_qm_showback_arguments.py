@@ -36,3 +36,15 @@ def test_csv_and_json_together_are_refused_not_csv_under_json(qm, fleet) -> None
         assert r.code == 1 and r.out == "", r.out
         assert r.err == "error: give --json (the API's JSON) or --csv (finance's CSV), not both\n"
     assert qm("showback", "--json").json()["data"] is not None
+
+
+def test_by_class_is_by_priority_class_as_the_help_says_it(qm, fleet) -> None:
+    """`qm --help` says showback is "by team, project, job or class"; `--by class` was refused
+    ("invalid choice: 'class'"), only `priority_class` taken."""
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    by_class = qm("showback", "--by", "class", "--month", "2026-11")  # one window for both
+    by_priority_class = qm("showback", "--by", "priority_class", "--month", "2026-11")
+
+    assert by_class.code == 0, by_class.err
+    assert by_class.out == by_priority_class.out and by_class.out.startswith("Showback by priority_class, ")
