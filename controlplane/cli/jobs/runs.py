@@ -98,7 +98,9 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
     with when each was bound, started and ended, how it ended and why, where, the GPU-hours it
     held, what it cost (as showback charges it), its quota (own, borrowed, or own→borrowed for a
-    run that came to count as borrowed while it ran) and the work its requeue lost; then the stops' notices and the totals. --limit N: its latest N runs."""
+    run that came to count as borrowed while it ran) and the work its requeue lost; then the
+    stops' notices, when and why a run came to count as borrowed, and the totals. --limit N:
+    its latest N runs."""
     job_id = arguments.job_id(args.job)
     runs, count, total_cost = _runs_of(api, job_id, args.limit)
     if args.json:
