@@ -12,7 +12,15 @@ from scheduler_core.sim.fleet import FleetShape
 from scheduler_core.sim.loop import SimResult, SimulationError, Simulator, simulate
 from scheduler_core.sim.maintenance_plan import load_maintenance, parse_maintenance
 from scheduler_core.sim.metrics import METRIC_KEYS, JobOutcome, summarize
-from scheduler_core.sim.trace import TraceError, TraceJob, load_trace, parse_trace, write_trace
+from scheduler_core.sim.trace import (
+    TraceDependency,
+    TraceError,
+    TraceHold,
+    TraceJob,
+    load_trace,
+    parse_trace,
+    write_trace,
+)
 
 __all__ = [
     "METRIC_KEYS",
@@ -21,7 +29,9 @@ __all__ = [
     "SimResult",
     "SimulationError",
     "Simulator",
+    "TraceDependency",
     "TraceError",
+    "TraceHold",
     "TraceJob",
     "load_maintenance",
     "load_trace",

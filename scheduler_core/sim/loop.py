@@ -31,6 +31,7 @@ progress every interval of a run; a preempted job keeps what it saved and loses 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -58,8 +59,10 @@ from scheduler_core.sim.metrics import (
     summarize,
     team_figures,
 )
-from scheduler_core.sim.trace import TraceJob
+from scheduler_core.sim.trace import TraceDependency, TraceJob
 from scheduler_core.types import (
+    DependencyCondition,
+    DependencyWait,
     GpuPlacement,
     GpuTypeInfo,
     JobSpec,
@@ -103,6 +106,7 @@ class _Kind(int, Enum):
     ARRIVAL = 3
     REOPEN = 4  # a maintenance window ends: its nodes take work again (no job)
     ANNOUNCE = 5  # a maintenance window becomes known: the engine plans around it (no job)
+    GATE = 6  # a hold begins or ends, or a dependency on a job outside the trace is met (no job)
 
 
 class _State(str, Enum):
@@ -113,6 +117,7 @@ class _State(str, Enum):
     DONE = "done"
     KILLED = "killed"
     NEVER_RUNNABLE = "never runnable"
+    CANCELLED = "cancelled"  # a dependency it waited on can never be met, as the control plane cancels it
 
 
 @dataclass(slots=True)
@@ -142,6 +147,10 @@ class _Job:
     eta_told: float | None = None
     eta_told_at: float = 0.0
     explained: bool = False
+    ever_started: bool = False  # what an ``after`` dependency on it waits for
+    # kept out of the queue at the last snapshot: held, or waiting for a dependency
+    out_of_line: bool = False
+    held: bool = False
 
     @property
     def work_gpu_s(self) -> float:
@@ -301,6 +310,34 @@ class Simulator:
             self.jobs[job.job_id] = _Job(trace=job, spec=self._spec(job))
             if job.submit_s < horizon_s:
                 self._push(job.submit_s, _Kind.ARRIVAL, job.job_id, 0)
+        self._gates(jobs)
+
+    def _gates(self, jobs: Sequence[TraceJob]) -> None:
+        """What keeps jobs out of the queue: their holds and dependencies. A trace with neither
+        (every CSV trace) costs nothing more per instant."""
+        #: jobs with a hold or a dependency, in trace order: the only ones each snapshot gates
+        self.gated: tuple[_Job, ...] = tuple(self.jobs[j.job_id] for j in jobs if j.holds or j.depends_on)
+        self.has_holds = any(j.holds for j in jobs)
+        self.has_dependencies = any(j.depends_on for j in jobs)
+        self.dependency_never_met: list[str] = []  # cancelled for it, in the order found
+        self.pending_whole_node_out_of_line = 0
+        #: jobs of the trace others depend on: their start (``after``) or their end out of a
+        #: plan (never runnable) may put a dependent in line at once, worth another engine call
+        self.upstreams: set[str] = set()
+        self.after_upstreams: set[str] = set()
+        for job in self.gated:
+            trace = job.trace
+            for hold in trace.holds:
+                for at_s in (hold.start_s, hold.end_s):
+                    if at_s is not None and trace.submit_s < at_s < self.horizon_s:
+                        self._push(at_s, _Kind.GATE, "", 0)
+            for dependency in trace.depends_on:
+                if dependency.upstream in self.jobs:
+                    self.upstreams.add(dependency.upstream)
+                    if dependency.condition is DependencyCondition.AFTER:
+                        self.after_upstreams.add(dependency.upstream)
+                elif dependency.met_s is not None and trace.submit_s < dependency.met_s < self.horizon_s:
+                    self._push(dependency.met_s, _Kind.GATE, "", 0)
 
     # ------------------------------------------------------------------------------ events
 
@@ -314,7 +351,7 @@ class Simulator:
             changed = False
             while self.events and self.events[0][0] == now:
                 _, kind, _, job_id, version = heapq.heappop(self.events)
-                if kind == _Kind.REOPEN or kind == _Kind.ANNOUNCE:
+                if kind == _Kind.REOPEN or kind == _Kind.ANNOUNCE or kind == _Kind.GATE:
                     changed = True
                     continue
                 changed |= self._handle(now, _Kind(kind), self.jobs[job_id], version)
@@ -355,6 +392,9 @@ class Simulator:
         job.wait_s += now - job.pending_since
         if self._needs_whole_nodes(job.trace):
             self.pending_whole_node -= 1
+            if job.out_of_line:
+                self.pending_whole_node_out_of_line -= 1
+        job.out_of_line = job.held = False
 
     def _needs_whole_nodes(self, job: TraceJob) -> bool:
         # A gang of roles is laid out role by role (each role's members), never by the job's total.
@@ -421,6 +461,8 @@ class Simulator:
         for job in self.pending.values():
             if job.preempted_at:
                 self._refresh_budget(job, now)
+        if self.gated:
+            self._gate(now)
         return Snapshot(
             now=now,
             nodes=self.nodes,
@@ -435,6 +477,77 @@ class Simulator:
             epoch=EPOCH,
             maintenance=tuple(w for w in self.maintenance if w.end_at > now and _known(w, now)),
         )
+
+    def _gate(self, now: float) -> None:
+        """Tell the engine which waiting jobs are held and which wait on dependencies at ``now``
+        (``JobSpec.held_by``, ``waits_on``: it keeps them out of the queue), as the control plane's
+        snapshot does; cancel a waiting job whose dependencies can never be met, as the control
+        plane does, down a chain (its own dependents may then be met or never met in turn)."""
+        cancelled = True
+        while cancelled:
+            cancelled = False
+            for job in self.gated:
+                if job.state is not _State.PENDING:
+                    continue
+                waits, never = self._waits(job.trace, now)
+                if never:
+                    self._dequeue(job, now)
+                    job.state, job.end_s = _State.CANCELLED, now
+                    self.dependency_never_met.append(job.trace.job_id)
+                    cancelled = True
+                    continue
+                hold = next((h for h in job.trace.holds if h.covers(now)), None)
+                if hold is not None and not job.held:
+                    # a hold starts a new stay in the queue for the ETA record, as it deletes the
+                    # job's place in the control plane
+                    job.eta_told, job.explained = None, False
+                out = hold is not None or bool(waits)
+                if out != job.out_of_line and self._needs_whole_nodes(job.trace):
+                    self.pending_whole_node_out_of_line += 1 if out else -1
+                job.out_of_line, job.held = out, hold is not None
+                by = hold.by if hold is not None else ""
+                if job.spec.held_by != by or job.spec.waits_on != waits:
+                    job.spec = dataclasses.replace(job.spec, held_by=by, waits_on=waits)
+
+    def _waits(self, job: TraceJob, now: float) -> tuple[tuple[DependencyWait, ...], bool]:
+        """The dependencies of ``job`` not met at ``now``, and whether they can never be met
+        (all-of: one of them never; any-of: every one never, unless one is met)."""
+        waits: list[DependencyWait] = []
+        nevers = 0
+        for dependency in job.depends_on:
+            met, never, state = self._dependency_state(dependency, now)
+            if met:
+                if job.depends_on_any:
+                    return (), False
+                continue
+            if never:
+                if not job.depends_on_any:
+                    return (), True
+                nevers += 1
+                continue
+            waits.append(DependencyWait(upstream=dependency.upstream, condition=dependency.condition,
+                                        upstream_state=state))
+        return tuple(waits), bool(job.depends_on) and nevers == len(job.depends_on)
+
+    def _dependency_state(self, dependency: TraceDependency, now: float) -> tuple[bool, bool, str]:
+        """Whether ``dependency`` is met at ``now``, whether it can never be, and where its
+        upstream job stands (for the engine's sentence)."""
+        upstream = self.jobs.get(dependency.upstream)
+        if upstream is None:
+            return dependency.met_s is not None and dependency.met_s <= now, False, ""
+        ended = upstream.state in (_State.DONE, _State.KILLED, _State.NEVER_RUNNABLE, _State.CANCELLED)
+        succeeded = upstream.state is _State.DONE and upstream.trace.succeeds
+        condition = dependency.condition
+        if condition is DependencyCondition.AFTER:
+            met, never = upstream.ever_started or ended, False
+        elif condition is DependencyCondition.AFTER_OK:
+            met, never = succeeded, ended and not succeeded
+        elif condition is DependencyCondition.AFTER_NOT_OK:
+            met, never = ended and not succeeded, succeeded
+        else:
+            met, never = ended, False
+        state = "waiting" if upstream.state is _State.FUTURE else upstream.state.value
+        return met, never, state
 
     def _check_maintenance(self, windows: Sequence[MaintenanceWindow]) -> tuple[MaintenanceWindow, ...]:
         """The windows, each on known nodes and ending after it starts (``ValueError`` if not)."""
@@ -536,11 +649,20 @@ class Simulator:
             if waiting is None:
                 state = self.jobs[bind.job_id].state.value if bind.job_id in self.jobs else "unknown"
                 raise SimulationError(f"t={now:.0f}s: bind of job {bind.job_id}, which is {state}, not pending")
+            if waiting.out_of_line:
+                why = "held" if waiting.held else "waiting for a dependency"
+                raise SimulationError(f"t={now:.0f}s: bind of job {bind.job_id}, which is {why}, out of the queue")
             self._bind(waiting, bind.placements, bind.borrowed, now)
             self.counts["binds"] += 1
+            # a job that waits for this one to start may start at once
+            freed |= bind.job_id in self.after_upstreams
         for explanation in plan.pending:
             waiting = self.pending.get(explanation.job_id)
             if waiting is None:
+                continue
+            if waiting.out_of_line:
+                # held or waiting for a dependency: told no ETA, it is not in line for one (a
+                # hold starts a new stay for the ETA record once released, see _gate)
                 continue
             if not explanation.resolvable:
                 # Nothing in a replay changes a request, the classes, the fleet or the quota
@@ -550,6 +672,8 @@ class Simulator:
                 self._dequeue(waiting, now)
                 waiting.state = _State.NEVER_RUNNABLE
                 self.never_runnable.append(waiting.trace.job_id)
+                # it ended without starting: a job waiting on it may be met (or never) at once
+                freed |= waiting.trace.job_id in self.upstreams
                 continue
             waiting.explained = True
             if waiting.eta_told is None and explanation.eta is not None:
@@ -657,6 +781,7 @@ class Simulator:
         self._dequeue(job, now)
         self._take(job, placements, now)
         self._set_held(job, gpus, now)
+        job.ever_started = True
         job.state = _State.RUNNING
         job.borrowed = borrowed
         job.generation += 1
@@ -721,7 +846,8 @@ class Simulator:
         free_total = sum(self.free.values())
         self.allocated.set(now, total - free_total)
         stranded = 0
-        if self.pending_whole_node > 0:
+        # a whole-node job held or waiting for a dependency is out of line: it strands nothing
+        if self.pending_whole_node > self.pending_whole_node_out_of_line:
             # idle GPUs of a node in maintenance are out of service, not stranded
             closed = self._under_maintenance(now) if self.maintenance else ()
             for node in self.nodes:
@@ -747,7 +873,7 @@ class Simulator:
         outcomes: list[JobOutcome] = []
         team_outcomes: dict[str, list[JobOutcome]] = {team: [] for team in self.teams}
         for job in self.jobs.values():
-            if job.trace.submit_s >= horizon or job.state is _State.NEVER_RUNNABLE:
+            if job.trace.submit_s >= horizon or job.state in (_State.NEVER_RUNNABLE, _State.CANCELLED):
                 continue
             wait = job.wait_s + (horizon - job.pending_since if job.state is _State.PENDING else 0.0)
             outcome = JobOutcome(
@@ -794,6 +920,12 @@ class Simulator:
             "horizon_min": horizon / 60.0,
             **self._eta_figures(),
         }
+        if self.has_holds:
+            extras["jobs_held_at_horizon"] = sum(1 for job in self.pending.values() if job.held)
+        if self.has_dependencies:
+            extras["jobs_dependency_never_met"] = len(self.dependency_never_met)
+            extras["jobs_waiting_for_dependency_at_horizon"] = sum(
+                1 for job in self.pending.values() if job.out_of_line and job.spec.waits_on)
         if self.maintenance:
             extras["maintenance_gpu_hours"] = sum(
                 self.node_by_name[name].gpus * max(0.0, min(w.end_at, horizon) - max(w.start_at, 0.0))

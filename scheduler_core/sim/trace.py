@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler_core.types import GangRole, TopologyConstraint, WorkloadClass
+from scheduler_core.types import DependencyCondition, GangRole, TopologyConstraint, WorkloadClass
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_s", "gpus", "duration_s", "runtime_limit_s", "user")
 OPTIONAL_COLUMNS: tuple[str, ...] = (
@@ -49,6 +49,39 @@ class TraceError(ValueError):
         self.line = line
         self.column = column
         self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class TraceDependency:
+    """The job may start only once job ``upstream`` meets ``condition`` (the control plane's
+    ``JobDependency``, Slurm's ``--dependency``).
+
+    An upstream job of the trace meets it in the replay's own timeline: ``after`` once it has
+    started (or ended without starting), ``afterok`` once it ended having succeeded (it completes
+    its ``duration_s`` and :attr:`TraceJob.succeeds`), ``afternotok`` once it ended otherwise
+    (killed at its runtime limit, never runnable, cancelled for a dependency of its own never
+    met, or a run that did not succeed), ``afterany`` once it ended at all. ``met_s`` is read only
+    for an upstream job not in the trace (submitted before it, or ended without ever starting):
+    when the condition was met, in seconds from the origin (``None``: not within the replay)."""
+
+    upstream: str
+    condition: DependencyCondition = DependencyCondition.AFTER_OK
+    met_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceHold:
+    """A stretch during which the job, if it waits then, is held out of the queue (Slurm's
+    ``scontrol hold``): from ``start_s`` to ``end_s`` (``None``: never released within the
+    replay). A hold keeps a waiting job from starting; it does not stop a running one (a running
+    job cannot be held). ``by``: who holds it, as the engine's explanation names the holder."""
+
+    start_s: float
+    end_s: float | None
+    by: str
+
+    def covers(self, at_s: float) -> bool:
+        return self.start_s <= at_s and (self.end_s is None or at_s < self.end_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +121,14 @@ class TraceJob:
     members_on_distinct_nodes: bool = False
     array_id: str = ""
     array_task_limit: int | None = None
+    # Holds and dependencies, as the what-if replay reads them from the control plane (a CSV
+    # trace has neither): the stretches the job is held if it waits then; the jobs it waits on,
+    # all of them met (Slurm's ``,``) or, with ``depends_on_any``, any one (``?``); and whether a
+    # run that completes its ``duration_s`` succeeded (what ``afterok`` and ``afternotok`` read).
+    holds: tuple[TraceHold, ...] = ()
+    depends_on: tuple[TraceDependency, ...] = ()
+    depends_on_any: bool = False
+    succeeds: bool = True
 
     @property
     def accepted_gpu_types(self) -> tuple[str, ...]:
