@@ -45,6 +45,10 @@ class Replay:
     horizon_s: float | None = None
     # How many maintenance windows the replay kept (see whatif.maintenance_windows).
     maintenance_windows: int = 0
+    # How many jobs of the trace were held at some time, and how many wait on others: the
+    # replay keeps both as the control plane does (see whatif.hold_spans, whatif.dependencies_of).
+    held_jobs: int = 0
+    dependent_jobs: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,9 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
     return Replay(days=work.days, jobs=len(work.trace), nodes=len(work.nodes), gpus=sum(n.gpus for n in work.nodes),
                   runs=results, seconds=time.perf_counter() - started, at=work.at, teams=teams,
                   replayed_from=work.replayed_from, horizon_s=horizon,
-                  maintenance_windows=len(work.maintenance))
+                  maintenance_windows=len(work.maintenance),
+                  held_jobs=sum(1 for job in work.trace if job.holds),
+                  dependent_jobs=sum(1 for job in work.trace if job.depends_on))
 
 
 def child(work: Work, conn: Connection) -> None:

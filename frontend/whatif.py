@@ -13,6 +13,11 @@ How rows become a trace (the approximations are stated on the page and in docs/d
   waiting or running runs to its runtime limit, the most it may;
 - its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
   that accepts several or any asks for any;
+- its holds as they were (`hold_spans`): held from each hold to its release, or to the end if
+  held now; a job held while it waits does not start. Its dependencies (`dependencies_of`): met
+  in the replay's own timeline when on a replayed job (which ends as it ended on the fleet, or
+  succeeds if it has not ended), when they were met on the fleet when on a job from before the
+  window; one never met cancels its job. Singletons are not kept to one at a time;
 - the fleet is the real one: every registered node (its pool, GPU type and count, CPUs,
   memory, leaf switch and spine), taken as ready throughout but for the maintenance windows
   in force then (not cancelled; a window cancelled once begun, up to its cancellation), which
@@ -43,14 +48,26 @@ from django.db.models import Max
 from django.utils import timezone
 
 import scheduler_core
-from controlplane.choices import FINISHED_JOB_STATES, NodeState
-from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota, Team
+from controlplane.choices import FINISHED_JOB_STATES, DependencyMode, EventKind, JobState, NodeState
+from controlplane.models import (
+    Event,
+    GpuType,
+    Job,
+    JobDependency,
+    MaintenanceWindow,
+    Node,
+    PriorityClass,
+    Quota,
+    Team,
+)
+from controlplane.services.hold_text import hold_label_of
 from controlplane.services.snapshot import engine_roles, scheduler_config
 from controlplane.shared_store import Store
 from frontend import replay_worker
 from frontend.replay_worker import Run, Work
-from scheduler_core.sim import TraceJob
+from scheduler_core.sim import TraceDependency, TraceHold, TraceJob
 from scheduler_core.types import (
+    DependencyCondition,
     GpuTypeInfo,
     NodeInfo,
     PriorityClassInfo,
@@ -348,6 +365,7 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
             "submitter__username", "team__name", "priority_class__value", "gpu_types",
             "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node", "workload", "min_gpu_memory_gb",
             "cpus_per_gpu", "memory_gb_per_gpu", "topology", "roles", "members_on_distinct_nodes", "array_id", "array_task_limit",
+            "hold", "held_at", "held_by__username", "dependency_mode",
         )[: MAX_TRACE_JOBS + 1]
     )
 
@@ -373,14 +391,81 @@ def maintenance_windows(since: datetime, until: datetime, nodes: Sequence[NodeIn
     return tuple(windows)
 
 
-def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJob]:
+#: How a job ended, as ``afterok`` and ``afternotok`` read it: only a success is "ok". A job not
+#: ended by the replay's end (waiting or running now) is taken to succeed when its replayed run
+#: completes: what becomes of it is not known yet, and most runs succeed.
+_NOT_OK_STATES = frozenset(FINISHED_JOB_STATES) - {JobState.SUCCEEDED}
+
+
+def _seconds(at: datetime, since: datetime) -> float:
+    return max(0.0, (at - since).total_seconds())
+
+
+def hold_spans(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetime) -> dict[int, tuple[TraceHold, ...]]:
+    """When each job of ``rows`` (``trace_rows``) was held, in seconds from ``since``: from each
+    job.held event to the job.released that followed it; a job submitted held (``sbatch -H``,
+    no job.held event) from its submission; one held now until the end (``end_s`` None). A
+    further hold of a job already held (another reason, an admin's over a user's) does not start
+    another stretch. One query, on the events' (kind, created_at) index."""
+    row_of = {row[0]: row for row in rows}
+    events: dict[int, list[tuple[str, datetime, dict[str, Any]]]] = {}
+    for job_id, kind, at, data in (Event.objects.filter(kind__in=(EventKind.JOB_HELD, EventKind.JOB_RELEASED),
+                                                        created_at__gte=since, created_at__lt=until)
+                                   .order_by("created_at", "id").values_list("job_id", "kind", "created_at", "data")):
+        if job_id in row_of:
+            events.setdefault(job_id, []).append((kind, at, data))
+    spans: dict[int, tuple[TraceHold, ...]] = {}
+    for pk, row in row_of.items():
+        submitted, finished, hold, held_at, holder = row[1], row[3], row[24], row[25], row[26]
+        found: list[TraceHold] = []
+        since_at: datetime | None = None
+        by = ""
+        for kind, at, data in events.get(pk, ()):
+            if kind == EventKind.JOB_HELD:
+                if since_at is None:
+                    since_at, by = at, hold_label_of(data.get("hold", ""), data.get("held_by") or "")
+            elif since_at is not None or not found:
+                # a release with no hold before it: the job was submitted held
+                start = since_at if since_at is not None else submitted
+                found.append(TraceHold(_seconds(start, since), _seconds(at, since), by or data.get("was") or "a user"))
+                since_at = None
+        if hold:
+            start = since_at or held_at or submitted
+            found.append(TraceHold(_seconds(start, since), None, by or hold_label_of(hold, holder or "")))
+        elif since_at is not None:
+            # held, then ended without a release (cancelled while held): held to its end
+            found.append(TraceHold(_seconds(since_at, since), _seconds(finished, since) if finished else None, by))
+        if found:
+            spans[pk] = tuple(found)
+    return spans
+
+
+def dependencies_of(rows: Sequence[tuple[Any, ...]], since: datetime) -> dict[int, tuple[TraceDependency, ...]]:
+    """The dependencies of each job of ``rows`` (one query). An upstream job in ``rows`` meets
+    its condition in the replay's own timeline; one outside them (submitted before the window,
+    or ended without ever starting) when it was met on the fleet (``satisfied_at``, in seconds
+    from ``since``; before it: from the start), or not within the replay if it is not met yet."""
+    found: dict[int, list[TraceDependency]] = {}
+    for job_id, upstream, condition, satisfied in (JobDependency.objects.filter(job_id__in=[row[0] for row in rows])
+                                                   .order_by("job_id", "upstream_id")
+                                                   .values_list("job_id", "upstream_id", "condition", "satisfied_at")):
+        met = _seconds(satisfied, since) if satisfied is not None else None
+        found.setdefault(job_id, []).append(TraceDependency(str(upstream), DependencyCondition(condition), met))
+    return {pk: tuple(deps) for pk, deps in found.items()}
+
+
+def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetime | None = None) -> list[TraceJob]:
     """The jobs of ``rows`` (``trace_rows``) as the simulator replays them: each with the whole
     shape the control loop gives the engine (``services.snapshot``), roles read by the same
-    ``engine_roles``; the time it ran (or its limit, if it never finished) is its duration."""
+    ``engine_roles``; the time it ran (or its limit, if it never finished) is its duration; its
+    holds up to ``until`` (``hold_spans``; default now) and its dependencies
+    (``dependencies_of``), which the replay keeps as the control plane does."""
+    holds = hold_spans(rows, since, until or timezone.now())
+    dependencies = dependencies_of(rows, since)
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
          min_gpus, max_gpus, gpus_per_node, workload, min_memory, cpus_per_gpu, memory_per_gpu, topology, roles,
-         distinct, array_id, array_task_limit) in rows:
+         distinct, array_id, array_task_limit, _hold, _held_at, _holder, dependency_mode) in rows:
         if state in FINISHED_JOB_STATES and started is not None and finished is not None:
             duration = max(1.0, (finished - started).total_seconds())
         else:
@@ -409,6 +494,10 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJ
             members_on_distinct_nodes=distinct,
             array_id=str(array_id) if array_id is not None else "",
             array_task_limit=array_task_limit,
+            holds=holds.get(pk, ()),
+            depends_on=dependencies.get(pk, ()),
+            depends_on_any=dependency_mode == DependencyMode.ANY,
+            succeeds=state not in _NOT_OK_STATES,
         ))
     return jobs
 
@@ -478,9 +567,12 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fl
     ).encode()).hexdigest()
     first_submitted = rows[0][1]
     windows = maintenance_windows(first_submitted, now, fleet.nodes)
-    fingerprint = hashlib.sha256((fingerprint + repr(windows)).encode()).hexdigest()
+    trace = build_trace(rows, first_submitted, now)
+    # a hold, a release or a dependency met since changes the replay, not always the rows' last change
+    gates = [(t.job_id, t.holds, t.depends_on) for t in trace if t.holds or t.depends_on]
+    fingerprint = hashlib.sha256((fingerprint + repr(windows) + repr(gates)).encode()).hexdigest()
     return Request(key=KEY_PREFIX + fingerprint, work=Work(
-        days=days, trace=build_trace(rows, first_submitted), at=now, replayed_from=first_submitted, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
+        days=days, trace=trace, at=now, replayed_from=first_submitted, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
         priority_classes=fleet.priority_classes, maintenance=windows,
         runs=[Run(f"live policy ({baseline.describe()})", baseline.config(base), fleet.quotas),
               Run(f"what-if ({policy.describe()})", policy.config(base),

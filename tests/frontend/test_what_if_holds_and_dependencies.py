@@ -1,0 +1,144 @@
+"""/what-if/ replays holds and dependencies as the control plane applies them, and says so.
+
+Until 7 Dec the trace carried neither: a job that waited for another's success (``afterok``)
+replayed as free to start beside it, and a job held for hours started at once, so the replay
+told of waits and starts that could not happen."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Job
+from controlplane.services import holds
+from frontend import whatif
+from frontend.replay_worker import run as run_replay
+from frontend.views.whatif import result_context
+from scheduler_core.sim import TraceDependency, TraceHold
+from scheduler_core.types import DependencyCondition
+
+pytestmark = pytest.mark.django_db
+
+H100 = ("H100-80GB",)
+
+
+def _ran(job: Job, submitted: timedelta, started: timedelta, finished: timedelta, state: str, now) -> None:
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - submitted, started_at=now - started,
+                                         finished_at=now - finished, state=state)
+
+
+def test_a_dependent_job_starts_in_the_replay_only_once_its_upstream_job_has_ended(demo, submit_as):
+    # prep ran 3 h ago to 2 h ago; train waited for it to succeed (afterok), then ran an hour.
+    # The fleet has room for both at once: the replay used to start train at once, beside prep.
+    prep = submit_as("alice", name="prep", gpus=8, gpu_types=H100, runtime_limit_s=7200)
+    train = submit_as("alice", name="train", gpus=8, gpu_types=H100, runtime_limit_s=7200,
+                      dependencies=({"job": prep.pk, "condition": "afterok"},))
+    now = timezone.now()
+    _ran(prep, timedelta(hours=3), timedelta(hours=3), timedelta(hours=2), JobState.SUCCEEDED, now)
+    _ran(train, timedelta(hours=3), timedelta(hours=2), timedelta(hours=1), JobState.SUCCEEDED, now)
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    replay = run_replay(request.work)
+    for _, run in replay.runs:
+        assert run["wait_max_min"] == pytest.approx(60.0)  # train starts when prep ends, as on the fleet
+        assert (run["jobs_done"], run["jobs_dependency_never_met"]) == (2, 0)
+    assert replay.dependent_jobs == 1
+    trace = {t.job_id: t for t in request.work.trace}
+    assert trace[str(train.pk)].depends_on == (TraceDependency(str(prep.pk), DependencyCondition.AFTER_OK, None),)
+    html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
+    assert "start only once their dependencies are met in the replayed timeline" in html
+
+
+def test_a_dependency_never_met_in_the_replay_cancels_its_job_as_on_the_fleet(demo, submit_as):
+    # eval waits for train to succeed; train failed on the fleet, after eval had been submitted:
+    # eval was cancelled there and is not replayed (it never started). Its failure-handler
+    # (afternotok) ran: in the replay it runs once train ends, not before.
+    train = submit_as("alice", name="train", gpus=8, gpu_types=H100, runtime_limit_s=7200)
+    handler = submit_as("alice", name="handler", gpus=8, gpu_types=H100, runtime_limit_s=7200,
+                        dependencies=({"job": train.pk, "condition": "afternotok"},))
+    now = timezone.now()
+    _ran(train, timedelta(hours=3), timedelta(hours=3), timedelta(hours=2), JobState.FAILED, now)
+    _ran(handler, timedelta(hours=3), timedelta(hours=2), timedelta(hours=1), JobState.SUCCEEDED, now)
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    trace = {t.job_id: t for t in request.work.trace}
+    assert trace[str(train.pk)].succeeds is False and trace[str(handler.pk)].succeeds is True
+    for _, run in run_replay(request.work).runs:
+        assert run["wait_max_min"] == pytest.approx(60.0)
+
+
+def test_a_job_on_an_upstream_job_outside_the_window_starts_when_that_was_met(demo, submit_as):
+    old = submit_as("alice", name="old", gpus=8, gpu_types=H100, runtime_limit_s=7200)
+    late = submit_as("alice", name="late", gpus=8, gpu_types=H100, runtime_limit_s=3600,
+                     dependencies=({"job": old.pk, "condition": "afterany"},))
+    now = timezone.now()
+    # old was submitted before the replayed day and ended 2 h ago; late waited from 3 h ago
+    _ran(old, timedelta(days=2), timedelta(days=2), timedelta(hours=2), JobState.SUCCEEDED, now)
+    Job.objects.filter(pk=late.pk).update(submitted_at=now - timedelta(hours=3))
+    late.dependencies.update(satisfied_at=now - timedelta(hours=2))
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    (only,) = request.work.trace
+    assert only.depends_on == (TraceDependency(str(old.pk), DependencyCondition.AFTER_ANY, 3600.0),)
+    for _, run in run_replay(request.work).runs:
+        assert run["wait_max_min"] == pytest.approx(60.0)
+
+
+def test_a_held_job_stays_held_in_the_replay_and_one_released_starts_then(demo, submit_as):
+    # still: submitted held 3 h ago and never released. released: submitted 3 h ago, held by
+    # alice at once, released 1 h ago. The replay used to start both at once.
+    alice = get_user_model().objects.get(username="alice")
+    still = submit_as("alice", name="still", gpus=8, gpu_types=H100, runtime_limit_s=3600, hold=True)
+    released = submit_as("alice", name="released", gpus=8, gpu_types=H100, runtime_limit_s=3600)
+    now = timezone.now()
+    Job.objects.filter(pk__in=[still.pk, released.pk]).update(submitted_at=now - timedelta(hours=3))
+    Job.objects.filter(pk=still.pk).update(held_at=now - timedelta(hours=3))
+    holds.hold(alice, released.pk, reason="dataset v3", at=now - timedelta(hours=3))
+    holds.release(alice, released.pk, at=now - timedelta(hours=1))
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    replay = run_replay(request.work)
+    for _, run in replay.runs:
+        assert run["wait_max_min"] == pytest.approx(180.0)  # still: held to the end
+        assert (run["jobs_done"], run["jobs_running_at_horizon"]) == (0, 1)   # released runs from 1 h ago
+        assert (run["jobs_pending_at_horizon"], run["jobs_held_at_horizon"]) == (1, 1)
+    assert replay.held_jobs == 2
+    trace = {t.job_id: t for t in request.work.trace}
+    assert trace[str(still.pk)].holds == (TraceHold(0.0, None, "alice"),)
+    assert trace[str(released.pk)].holds == (TraceHold(0.0, 7200.0, "alice"),)
+    html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
+    assert "held in both runs as on the fleet, from each hold to its release" in html
+    assert '<tr><th scope="row">jobs still held at the end</th><td>1</td><td>1</td></tr>' in html
+
+
+def test_a_job_submitted_held_and_released_is_held_from_its_submission(demo, submit_as):
+    alice = get_user_model().objects.get(username="alice")
+    job = submit_as("alice", name="held", gpus=8, gpu_types=H100, runtime_limit_s=3600, hold=True)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=3), held_at=now - timedelta(hours=3))
+    holds.release(alice, job.pk, at=now - timedelta(hours=2))
+
+    (trace,) = whatif.prepare(1, whatif.Policy("pack", True, True), now=now).work.trace
+
+    assert trace.holds == (TraceHold(0.0, 3600.0, "alice"),)
+
+
+def test_a_replay_with_neither_says_so(demo, submit_as):
+    job = submit_as("alice", name="plain", gpus=8, gpu_types=H100, runtime_limit_s=3600)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=1))
+
+    replay = run_replay(whatif.prepare(1, whatif.Policy("pack", True, True), now=now).work)
+
+    assert (replay.held_jobs, replay.dependent_jobs) == (0, 0)
+    html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
+    assert "no job was held or waited on another" in html
