@@ -45,8 +45,9 @@ class Replay:
     horizon_s: float | None = None
     # How many maintenance windows the replay kept (see whatif.maintenance_windows).
     maintenance_windows: int = 0
-    # How many jobs of the trace were held at some time, and how many wait on others: the
-    # replay keeps both as the control plane does (see whatif.hold_spans, whatif.dependencies_of).
+    # How many jobs of the trace were held at some time, and how many wait on others (singletons
+    # among them): the replay keeps both as the control plane does (see whatif.hold_spans,
+    # whatif.dependencies_of).
     held_jobs: int = 0
     dependent_jobs: int = 0
 
@@ -104,7 +105,7 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
                   replayed_from=work.replayed_from, horizon_s=horizon,
                   maintenance_windows=len(work.maintenance),
                   held_jobs=sum(1 for job in work.trace if job.holds),
-                  dependent_jobs=sum(1 for job in work.trace if job.depends_on))
+                  dependent_jobs=sum(1 for job in work.trace if job.depends_on or job.singleton))
 
 
 def child(work: Work, conn: Connection) -> None:

@@ -17,7 +17,9 @@ How rows become a trace (the approximations are stated on the page and in docs/d
   held now; a job held while it waits does not start. Its dependencies (`dependencies_of`): met
   in the replay's own timeline when on a replayed job (which ends as it ended on the fleet, or
   succeeds if it has not ended), when they were met on the fleet when on a job from before the
-  window; one never met cancels its job. Singletons are not kept to one at a time;
+  window; one never met cancels its job. A singleton waits on the jobs of its submitter and
+  name that run or wait ahead of it, in the replay, and on those from before the window until
+  they ended on the fleet;
 - the fleet is the real one: every registered node (its pool, GPU type and count, CPUs,
   memory, leaf switch and spine), taken as ready throughout but for the maintenance windows
   in force then (not cancelled; a window cancelled once begun, up to its cancellation), which
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 import scheduler_core
@@ -365,7 +367,7 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
             "submitter__username", "team__name", "priority_class__value", "gpu_types",
             "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node", "workload", "min_gpu_memory_gb",
             "cpus_per_gpu", "memory_gb_per_gpu", "topology", "roles", "members_on_distinct_nodes", "array_id", "array_task_limit",
-            "hold", "held_at", "held_by__username", "dependency_mode",
+            "hold", "held_at", "held_by__username", "dependency_mode", "name", "singleton", "submitter_id",
         )[: MAX_TRACE_JOBS + 1]
     )
 
@@ -444,13 +446,32 @@ def dependencies_of(rows: Sequence[tuple[Any, ...]], since: datetime) -> dict[in
     """The dependencies of each job of ``rows`` (one query). An upstream job in ``rows`` meets
     its condition in the replay's own timeline; one outside them (submitted before the window,
     or ended without ever starting) when it was met on the fleet (``satisfied_at``, in seconds
-    from ``since``; before it: from the start), or not within the replay if it is not met yet."""
+    from ``since``; before it: from the start), or not within the replay if it is not met yet.
+
+    A singleton of all-of dependencies also waits, as ``afterany``, on each job of its
+    submitter and name submitted before the window and not ended by its submission: until that
+    job ended on the fleet, or to the end if it has not (one more query, only when the window
+    has singletons); its peers in ``rows`` the replay finds itself (``TraceJob.singleton``)."""
     found: dict[int, list[TraceDependency]] = {}
     for job_id, upstream, condition, satisfied in (JobDependency.objects.filter(job_id__in=[row[0] for row in rows])
                                                    .order_by("job_id", "upstream_id")
                                                    .values_list("job_id", "upstream_id", "condition", "satisfied_at")):
         met = _seconds(satisfied, since) if satisfied is not None else None
         found.setdefault(job_id, []).append(TraceDependency(str(upstream), DependencyCondition(condition), met))
+    singletons = [row for row in rows if row[29] and row[30] is not None and row[27] != DependencyMode.ANY]
+    if singletons:
+        older: dict[tuple[int, str], list[tuple[int, datetime | None]]] = {}
+        for pk, submitter, name, finished in (
+                Job.objects.filter(submitted_at__lt=since, submitter_id__in={row[30] for row in singletons},
+                                   name__in={row[28] for row in singletons})
+                .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
+                .order_by("pk").values_list("pk", "submitter_id", "name", "finished_at")):
+            older.setdefault((submitter, name), []).append((pk, finished))
+        for row in singletons:
+            for pk, finished in older.get((row[30], row[28]), ()):
+                if finished is None or finished > row[1]:
+                    found.setdefault(row[0], []).append(TraceDependency(
+                        str(pk), DependencyCondition.AFTER_ANY, _seconds(finished, since) if finished else None))
     return {pk: tuple(deps) for pk, deps in found.items()}
 
 
@@ -465,7 +486,8 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetim
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
          min_gpus, max_gpus, gpus_per_node, workload, min_memory, cpus_per_gpu, memory_per_gpu, topology, roles,
-         distinct, array_id, array_task_limit, _hold, _held_at, _holder, dependency_mode) in rows:
+         distinct, array_id, array_task_limit, _hold, _held_at, _holder, dependency_mode, name, singleton,
+         _submitter) in rows:
         if state in FINISHED_JOB_STATES and started is not None and finished is not None:
             duration = max(1.0, (finished - started).total_seconds())
         else:
@@ -498,6 +520,8 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetim
             depends_on=dependencies.get(pk, ()),
             depends_on_any=dependency_mode == DependencyMode.ANY,
             succeeds=state not in _NOT_OK_STATES,
+            name=name,
+            singleton=singleton,
         ))
     return jobs
 
@@ -569,7 +593,7 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fl
     windows = maintenance_windows(first_submitted, now, fleet.nodes)
     trace = build_trace(rows, first_submitted, now)
     # a hold, a release or a dependency met since changes the replay, not always the rows' last change
-    gates = [(t.job_id, t.holds, t.depends_on) for t in trace if t.holds or t.depends_on]
+    gates = [(t.job_id, t.holds, t.depends_on) for t in trace if t.holds or t.depends_on or t.singleton]
     fingerprint = hashlib.sha256((fingerprint + repr(windows) + repr(gates)).encode()).hexdigest()
     return Request(key=KEY_PREFIX + fingerprint, work=Work(
         days=days, trace=trace, at=now, replayed_from=first_submitted, nodes=fleet.nodes, gpu_types=fleet.gpu_types,

@@ -315,16 +315,33 @@ class Simulator:
     def _gates(self, jobs: Sequence[TraceJob]) -> None:
         """What keeps jobs out of the queue: their holds and dependencies. A trace with neither
         (every CSV trace) costs nothing more per instant."""
+        singletons = [j for j in jobs if j.singleton and j.user]
         #: jobs with a hold or a dependency, in trace order: the only ones each snapshot gates
-        self.gated: tuple[_Job, ...] = tuple(self.jobs[j.job_id] for j in jobs if j.holds or j.depends_on)
+        self.gated: tuple[_Job, ...] = tuple(self.jobs[j.job_id] for j in jobs
+                                             if j.holds or j.depends_on or (j.singleton and j.user))
         self.has_holds = any(j.holds for j in jobs)
-        self.has_dependencies = any(j.depends_on for j in jobs)
+        self.has_dependencies = any(j.depends_on for j in jobs) or bool(singletons)
+        #: each singleton's peers (the other jobs of its user and name), and every job's place
+        #: in the trace, which says who waits ahead of whom
+        self.place: dict[str, int] = {}
+        self.singleton_peers: dict[str, tuple[_Job, ...]] = {}
+        if singletons:
+            keys = {(j.user, j.name) for j in singletons}
+            by_key: dict[tuple[str, str], list[_Job]] = {}
+            for index, trace_job in enumerate(jobs):
+                self.place[trace_job.job_id] = index
+                if (trace_job.user, trace_job.name) in keys:
+                    by_key.setdefault((trace_job.user, trace_job.name), []).append(self.jobs[trace_job.job_id])
+            for j in singletons:
+                self.singleton_peers[j.job_id] = tuple(p for p in by_key[(j.user, j.name)] if p.trace.job_id != j.job_id)
         self.dependency_never_met: list[str] = []  # cancelled for it, in the order found
         self.pending_whole_node_out_of_line = 0
         #: jobs of the trace others depend on: their start (``after``) or their end out of a
         #: plan (never runnable) may put a dependent in line at once, worth another engine call
         self.upstreams: set[str] = set()
         self.after_upstreams: set[str] = set()
+        for peers in self.singleton_peers.values():
+            self.upstreams.update(p.trace.job_id for p in peers)
         for job in self.gated:
             trace = job.trace
             for hold in trace.holds:
@@ -511,14 +528,16 @@ class Simulator:
 
     def _waits(self, job: TraceJob, now: float) -> tuple[tuple[DependencyWait, ...], bool]:
         """The dependencies of ``job`` not met at ``now``, and whether they can never be met
-        (all-of: one of them never; any-of: every one never, unless one is met)."""
+        (all-of: one of them never; any-of: every one never, unless one is met); then, for a
+        singleton, the jobs of its name that run or wait ahead of it (said as ``afterany``, as
+        the control plane's snapshot says them)."""
         waits: list[DependencyWait] = []
         nevers = 0
+        any_met = False
         for dependency in job.depends_on:
             met, never, state = self._dependency_state(dependency, now)
             if met:
-                if job.depends_on_any:
-                    return (), False
+                any_met = True
                 continue
             if never:
                 if not job.depends_on_any:
@@ -527,7 +546,19 @@ class Simulator:
                 continue
             waits.append(DependencyWait(upstream=dependency.upstream, condition=dependency.condition,
                                         upstream_state=state))
-        return tuple(waits), bool(job.depends_on) and nevers == len(job.depends_on)
+        if job.depends_on_any and any_met:
+            waits = []
+        elif job.depends_on and nevers == len(job.depends_on):
+            return (), True
+        peers = self.singleton_peers.get(job.job_id)
+        if peers:
+            mine = (job.submit_s, self.place[job.job_id])
+            waits += [DependencyWait(upstream=p.trace.job_id, condition=DependencyCondition.AFTER_ANY,
+                                     upstream_state=p.state.value)
+                      for p in peers
+                      if p.state in (_State.RUNNING, _State.TERMINATING)
+                      or (p.state is _State.PENDING and (p.trace.submit_s, self.place[p.trace.job_id]) < mine)]
+        return tuple(waits), False
 
     def _dependency_state(self, dependency: TraceDependency, now: float) -> tuple[bool, bool, str]:
         """Whether ``dependency`` is met at ``now``, whether it can never be, and where its
@@ -644,7 +675,13 @@ class Simulator:
             self._resize(job, resize.placements, now)
             self.counts["resizes"] += 1
             freed |= job.gpus_held < before
+        bound = {bind.job_id for bind in plan.binds} if self.singleton_peers else set()
         for bind in plan.binds:
+            peers = self.singleton_peers.get(bind.job_id)
+            if peers and any(p.trace.job_id in bound for p in peers):
+                # a singleton bound beside a job of its name: the control plane drops its bind as
+                # stale (dependencies.waiting_among), and the next cycle finds it waiting on that job
+                continue
             waiting = self.pending.get(bind.job_id)
             if waiting is None:
                 state = self.jobs[bind.job_id].state.value if bind.job_id in self.jobs else "unknown"

@@ -129,6 +129,11 @@ class TraceJob:
     depends_on: tuple[TraceDependency, ...] = ()
     depends_on_any: bool = False
     succeeds: bool = True
+    #: Slurm's ``--dependency=singleton``: it starts only when no other job of the trace of its
+    #: ``user`` and ``name`` runs, or waits ahead of it (earlier in the trace), as the control
+    #: plane keeps it (a job without a user has none: its account is gone).
+    name: str = ""
+    singleton: bool = False
 
     @property
     def accepted_gpu_types(self) -> tuple[str, ...]:

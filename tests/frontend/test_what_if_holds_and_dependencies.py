@@ -142,3 +142,30 @@ def test_a_replay_with_neither_says_so(demo, submit_as):
     assert (replay.held_jobs, replay.dependent_jobs) == (0, 0)
     html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
     assert "no job was held or waited on another" in html
+
+
+def test_a_singleton_waits_for_the_job_of_its_name_before_it_in_the_replay_and_before_the_window(demo, submit_as):
+    # three "sweep" singletons of alice: one from two days ago that ran until 2 h ago, and two
+    # submitted 3 h ago that ran one after the other on the fleet. The replay used to start both
+    # new ones at once, beside the old one.
+    old = submit_as("alice", name="sweep", gpus=8, gpu_types=H100, runtime_limit_s=7200,
+                    dependencies=({"condition": "singleton"},))
+    first = submit_as("alice", name="sweep", gpus=8, gpu_types=H100, runtime_limit_s=7200,
+                       dependencies=({"condition": "singleton"},))
+    second = submit_as("alice", name="sweep", gpus=8, gpu_types=H100, runtime_limit_s=7200,
+                        dependencies=({"condition": "singleton"},))
+    now = timezone.now()
+    _ran(old, timedelta(days=2), timedelta(days=2), timedelta(hours=2), JobState.SUCCEEDED, now)
+    _ran(first, timedelta(hours=3), timedelta(hours=2), timedelta(hours=1, minutes=30), JobState.SUCCEEDED, now)
+    _ran(second, timedelta(hours=3), timedelta(hours=1, minutes=30), timedelta(hours=1), JobState.SUCCEEDED, now)
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    replay = run_replay(request.work)
+    for _, run in replay.runs:
+        # first waits for the old one (to 1 h in), second for first's 30 min run after it
+        assert run["wait_max_min"] == pytest.approx(90.0)
+        assert run["jobs_done"] == 2
+    assert replay.dependent_jobs == 2
+    trace = {t.job_id: t for t in request.work.trace}
+    assert trace[str(first.pk)].depends_on == (TraceDependency(str(old.pk), DependencyCondition.AFTER_ANY, 3600.0),)

@@ -132,3 +132,37 @@ def test_a_trace_without_holds_or_dependencies_reports_as_before() -> None:
 
     assert not {"jobs_held_at_horizon", "jobs_dependency_never_met",
                 "jobs_waiting_for_dependency_at_horizon"} & set(result)
+
+
+def test_singletons_of_one_user_and_name_run_one_at_a_time_in_trace_order() -> None:
+    # room for all three at once; the two singletons named "sweep" run one after the other, the
+    # job of another name beside them
+    result = figures([job("s1", gpus=4, name="sweep", singleton=True), job("s2", gpus=4, name="sweep", singleton=True),
+                      job("other", gpus=4, name="eval", singleton=True)])
+
+    assert result["wait_max_min"] == pytest.approx(10.0)  # s2 waits for s1's 600 s
+    assert result["jobs_done"] == 3
+
+
+def test_a_singleton_waits_for_a_running_job_of_its_name_that_is_no_singleton() -> None:
+    result = figures([job("plain", gpus=4, name="sweep"), job("single", gpus=4, submit_s=60, name="sweep",
+                                                            singleton=True)])
+
+    assert result["wait_max_min"] == pytest.approx(9.0)  # from 60 s to plain's end at 600 s
+
+
+def test_a_singleton_bound_beside_a_job_of_its_name_waits_for_it() -> None:
+    # plain was submitted after the singleton, so it does not wait ahead of it, and both fit at
+    # 0 s: the control plane drops the singleton's bind, which then waits for plain to end
+    result = figures([job("single", gpus=4, name="sweep", singleton=True),
+                      job("plain", gpus=4, submit_s=0, name="sweep")])
+
+    assert result["wait_max_min"] == pytest.approx(10.0)
+    assert result["jobs_done"] == 2
+
+
+def test_jobs_of_other_users_do_not_hold_a_singleton_up() -> None:
+    other = TraceJob("theirs", 0, 4, 600, 3600, "bob", name="sweep")
+    result = figures([other, job("mine", gpus=4, name="sweep", singleton=True)])
+
+    assert result["wait_max_min"] == 0.0
