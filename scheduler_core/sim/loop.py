@@ -151,6 +151,7 @@ class _Job:
     # kept out of the queue at the last snapshot: held, or waiting for a dependency
     out_of_line: bool = False
     held: bool = False
+    gated: bool = False  # has a hold, a dependency or is a singleton: each snapshot gates it
 
     @property
     def work_gpu_s(self) -> float:
@@ -321,10 +322,13 @@ class Simulator:
                                              if j.holds or j.depends_on or (j.singleton and j.user))
         self.has_holds = any(j.holds for j in jobs)
         self.has_dependencies = any(j.depends_on for j in jobs) or bool(singletons)
-        #: each singleton's peers (the other jobs of its user and name), and every job's place
-        #: in the trace, which says who waits ahead of whom
+        for job in self.gated:
+            job.gated = True
+        #: each singleton's group (every job of the trace of its user and name, itself included,
+        #: one tuple shared by the group), and every job's place in the trace, which says who
+        #: waits ahead of whom
         self.place: dict[str, int] = {}
-        self.singleton_peers: dict[str, tuple[_Job, ...]] = {}
+        self.singleton_group: dict[str, tuple[_Job, ...]] = {}
         if singletons:
             keys = {(j.user, j.name) for j in singletons}
             by_key: dict[tuple[str, str], list[_Job]] = {}
@@ -332,16 +336,17 @@ class Simulator:
                 self.place[trace_job.job_id] = index
                 if (trace_job.user, trace_job.name) in keys:
                     by_key.setdefault((trace_job.user, trace_job.name), []).append(self.jobs[trace_job.job_id])
+            groups = {key: tuple(members) for key, members in by_key.items()}
             for j in singletons:
-                self.singleton_peers[j.job_id] = tuple(p for p in by_key[(j.user, j.name)] if p.trace.job_id != j.job_id)
+                self.singleton_group[j.job_id] = groups[(j.user, j.name)]
         self.dependency_never_met: list[str] = []  # cancelled for it, in the order found
         self.pending_whole_node_out_of_line = 0
         #: jobs of the trace others depend on: their start (``after``) or their end out of a
         #: plan (never runnable) may put a dependent in line at once, worth another engine call
         self.upstreams: set[str] = set()
         self.after_upstreams: set[str] = set()
-        for peers in self.singleton_peers.values():
-            self.upstreams.update(p.trace.job_id for p in peers)
+        for group in {id(group): group for group in self.singleton_group.values()}.values():
+            self.upstreams.update(p.trace.job_id for p in group)
         for job in self.gated:
             trace = job.trace
             for hold in trace.holds:
@@ -503,10 +508,12 @@ class Simulator:
         cancelled = True
         while cancelled:
             cancelled = False
-            for job in self.gated:
+            # per singleton group, what runs and the first job waiting (found once per pass)
+            lines: dict[int, tuple[list[_Job], _Job | None]] = {}
+            for job in [j for j in self.pending.values() if j.gated]:
                 if job.state is not _State.PENDING:
-                    continue
-                waits, never = self._waits(job.trace, now)
+                    continue  # cancelled earlier in this pass
+                waits, never = self._waits(job.trace, now, lines)
                 if never:
                     self._dequeue(job, now)
                     job.state, job.end_s = _State.CANCELLED, now
@@ -526,11 +533,14 @@ class Simulator:
                 if job.spec.held_by != by or job.spec.waits_on != waits:
                     job.spec = dataclasses.replace(job.spec, held_by=by, waits_on=waits)
 
-    def _waits(self, job: TraceJob, now: float) -> tuple[tuple[DependencyWait, ...], bool]:
+    def _waits(self, job: TraceJob, now: float,
+               lines: dict[int, tuple[list[_Job], _Job | None]]) -> tuple[tuple[DependencyWait, ...], bool]:
         """The dependencies of ``job`` not met at ``now``, and whether they can never be met
         (all-of: one of them never; any-of: every one never, unless one is met); then, for a
-        singleton, the jobs of its name that run or wait ahead of it (said as ``afterany``, as
-        the control plane's snapshot says them)."""
+        singleton, the jobs of its name that run and the first one waiting, if ahead of it (said
+        as ``afterany``, as the control plane's snapshot says them; any one of them keeps it out
+        of line, so the rest waiting behind that one need not be named). ``lines``: each
+        singleton group's running jobs and first waiting job, filled in as groups come up."""
         waits: list[DependencyWait] = []
         nevers = 0
         any_met = False
@@ -550,14 +560,17 @@ class Simulator:
             waits = []
         elif job.depends_on and nevers == len(job.depends_on):
             return (), True
-        peers = self.singleton_peers.get(job.job_id)
-        if peers:
-            mine = (job.submit_s, self.place[job.job_id])
+        group = self.singleton_group.get(job.job_id)
+        if group:
+            line = lines.get(id(group))
+            if line is None:
+                waiting = [p for p in group if p.state is _State.PENDING]
+                first = min(waiting, key=lambda p: (p.trace.submit_s, self.place[p.trace.job_id])) if waiting else None
+                line = lines[id(group)] = ([p for p in group if p.state in (_State.RUNNING, _State.TERMINATING)], first)
+            running, first = line
+            blockers = [*running, *([first] if first is not None and first.trace is not job else [])]
             waits += [DependencyWait(upstream=p.trace.job_id, condition=DependencyCondition.AFTER_ANY,
-                                     upstream_state=p.state.value)
-                      for p in peers
-                      if p.state in (_State.RUNNING, _State.TERMINATING)
-                      or (p.state is _State.PENDING and (p.trace.submit_s, self.place[p.trace.job_id]) < mine)]
+                                     upstream_state=p.state.value) for p in blockers]
         return tuple(waits), False
 
     def _dependency_state(self, dependency: TraceDependency, now: float) -> tuple[bool, bool, str]:
@@ -675,10 +688,10 @@ class Simulator:
             self._resize(job, resize.placements, now)
             self.counts["resizes"] += 1
             freed |= job.gpus_held < before
-        bound = {bind.job_id for bind in plan.binds} if self.singleton_peers else set()
+        bound = {bind.job_id for bind in plan.binds} if self.singleton_group else set()
         for bind in plan.binds:
-            peers = self.singleton_peers.get(bind.job_id)
-            if peers and any(p.trace.job_id in bound for p in peers):
+            group = self.singleton_group.get(bind.job_id)
+            if group and any(p.trace.job_id in bound and p.trace.job_id != bind.job_id for p in group):
                 # a singleton bound beside a job of its name: the control plane drops its bind as
                 # stale (dependencies.waiting_among), and the next cycle finds it waiting on that job
                 continue
