@@ -52,7 +52,7 @@ def test_a_dependent_job_starts_in_the_replay_only_once_its_upstream_job_has_end
     trace = {t.job_id: t for t in request.work.trace}
     assert trace[str(train.pk)].depends_on == (TraceDependency(str(prep.pk), DependencyCondition.AFTER_OK, None),)
     html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
-    assert "start only once their dependencies are met in the replayed timeline" in html
+    assert "the 1 job that depends on others starts only once its dependencies are met in the replayed timeline" in html
 
 
 def test_a_dependency_never_met_in_the_replay_cancels_its_job_as_on_the_fleet(demo, submit_as):
@@ -116,7 +116,7 @@ def test_a_held_job_stays_held_in_the_replay_and_one_released_starts_then(demo, 
     assert trace[str(still.pk)].holds == (TraceHold(0.0, None, "alice"),)
     assert trace[str(released.pk)].holds == (TraceHold(0.0, 7200.0, "alice"),)
     html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
-    assert "held in both runs as on the fleet, from each hold to its release" in html
+    assert "the 2 jobs held at some time are held in both runs as on the fleet, from each hold to its release" in html
     assert '<tr><th scope="row">jobs still held at the end</th><td>1</td><td>1</td></tr>' in html
 
 
@@ -167,5 +167,8 @@ def test_a_singleton_waits_for_the_job_of_its_name_before_it_in_the_replay_and_b
         assert run["wait_max_min"] == pytest.approx(90.0)
         assert run["jobs_done"] == 2
     assert replay.dependent_jobs == 2
+    html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
+    assert "the 2 jobs that depend on others start only once their dependencies are met" in html
+    assert "a singleton starts only when no job of its submitter and name runs or waits ahead of it" in html
     trace = {t.job_id: t for t in request.work.trace}
     assert trace[str(first.pk)].depends_on == (TraceDependency(str(old.pk), DependencyCondition.AFTER_ANY, 3600.0),)
