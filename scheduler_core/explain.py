@@ -32,7 +32,7 @@ from typing import NamedTuple
 from scheduler_core.context import CycleContext
 from scheduler_core.diagnosis import type_names
 from scheduler_core.eligibility import OutOfLine, out_of_line
-from scheduler_core.gang import Demand
+from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import run_end
 from scheduler_core.outcome import Outcome
 from scheduler_core.quota_promises import ends_before, start_beside_promises
@@ -135,8 +135,11 @@ class _Explainer:
         self.timeline: ReleaseTimeline | None = None
         # ReleaseTimeline.eta depends only on the gang's GPU count, the nodes its members need
         # (Demand.node_needs), the classes, the topology and distinct nodes: requests that differ in
-        # CPUs or memory per GPU share one estimate. The flag: does the capacity suffice already?
-        self.etas: dict[tuple[int, tuple[tuple[int, int], ...], tuple[int, ...], TopologyConstraint, bool],
+        # CPUs or memory per GPU share one estimate, except gangs on distinct nodes, whose nodes
+        # are counted with room for their members' CPUs and memory (the members are in the
+        # key). The flag: does the capacity suffice already?
+        self.etas: dict[tuple[int, tuple[tuple[int, int], ...], tuple[int, ...], TopologyConstraint, bool,
+                              tuple[Member, ...]],
                         tuple[float | None, bool]] = {}
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
@@ -287,7 +290,8 @@ class _Explainer:
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
         width = self.ctx.state.widest(classes)
-        key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes)
+        key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes,
+               d.members if d.distinct_nodes and len(d.members) > 1 else ())
         found = self.etas.get(key)
         if found is None:
             timeline = self._timeline()

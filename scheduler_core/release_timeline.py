@@ -14,10 +14,12 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
+from scheduler_core.admission import capable_classes
 from scheduler_core.context import CycleContext
+from scheduler_core.distinct_nodes import NodeSet, node_sets, shapes_of
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES
-from scheduler_core.state import JOB, ClusterState
+from scheduler_core.state import HOLD, JOB, ClusterState
 from scheduler_core.types import TopologyConstraint
 
 Releases = dict[float, list[tuple[int, int]]]
@@ -89,6 +91,73 @@ def _promised(ctx: CycleContext, by_time: Releases) -> dict[int, int]:
     return promised
 
 
+Resources = dict[float, list[tuple[int, int, int]]]
+"""CPUs and memory coming back, by time: per time, (node index, CPUs, GB)."""
+
+Rooms = list[list[tuple[int, int, int, int, int, int, int]]]
+"""Per frame, the ready nodes whose free GPUs, CPUs or memory change in it: (node, GPUs, CPUs
+and GB free before, the same after)."""
+
+
+def _resource_releases(ctx: CycleContext, reopens: dict[int, float]) -> Resources:
+    """When each held CPU and GB of memory comes back, by the rules :func:`_releases` and
+    :func:`_promised` follow for the GPUs: a job's at its expected end (a preempted one's
+    after its grace period; inside a window, when its node reopens), except the share that
+    goes with GPUs promised to a reservation or a nomination, which that job takes at its
+    start and gives back with the GPUs when it has run; a hold's with its promise. (Asked
+    only for a gang on distinct nodes, whose nodes need room beside their GPUs.)"""
+    state = ctx.state
+    default_runtime = ctx.config.default_runtime_estimate_s
+    promise_ends: list[tuple[float, str]] = []
+    for job_id, promise in ctx.reservations.items():
+        spec = ctx.reserved_specs.get(job_id)
+        if spec is not None:
+            promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
+                                 job_id))
+    held_until: dict[str, float] = {}
+    promised: dict[int, list[tuple[int, float]]] = {}
+    covered: dict[int, int] = {}
+    index_of = state.index_of
+    # a GPU promised twice comes back at the later end, as in _promised
+    for end, job_id in sorted(promise_ends, reverse=True):
+        held_until[job_id] = end
+        for p in ctx.reservations[job_id].placements:
+            n = index_of[p.node]
+            mask = 0
+            for i in p.gpu_indices:
+                mask |= 1 << i
+            mask &= ~covered.get(n, 0)
+            if mask:
+                covered[n] = covered.get(n, 0) | mask
+                promised.setdefault(n, []).append((mask, end))
+    now = ctx.snapshot.now
+    stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
+    by_time: Resources = {}
+    for (kind, holder_id), grants in state.holdings.items():
+        if kind == JOB:
+            release = stops.get(holder_id, ctx.ends.get(holder_id))
+        else:
+            release = held_until.get(holder_id) if kind == HOLD else None
+        if release is None:
+            continue
+        for g in grants:
+            cpus, memory_gb = g.cpus, g.memory_gb
+            if not (cpus or memory_gb):
+                continue
+            if kind == JOB and g.node in promised and g.mask:
+                gpus = g.gpus
+                for mask, end in promised[g.node]:
+                    share = (g.mask & mask).bit_count()
+                    if share:
+                        part = (g.cpus * share // gpus, g.memory_gb * share // gpus)
+                        by_time.setdefault(end, []).append((g.node, *part))
+                        cpus -= part[0]
+                        memory_gb -= part[1]
+            at = max(release, reopens[g.node]) if g.node in reopens else release
+            by_time.setdefault(at, []).append((g.node, cpus, memory_gb))
+    return by_time
+
+
 def _frames(state: ClusterState, free: list[int], by_time: Releases, now: float
             ) -> tuple[list[float], list[list[int]], list[list[tuple[int, int, int]]]]:
     """The timeline's frames: their times (``now``, then each time a ready node gets GPUs
@@ -132,7 +201,10 @@ class ReleaseTimeline:
     class are kept for every frame; "nodes with at least ``s`` free GPUs" per class is built
     on first use for each size ``s`` from the recorded changes. A query binary-searches the
     first frame where the gang's capable classes have enough free GPUs and a node with room for
-    each member that needs one of its own (every member of a gang on distinct nodes). :meth:`drain` adds the jobs ahead in the queue: the time by
+    each member that needs one of its own; for a gang on distinct nodes (every member needs
+    one) room by GPUs, CPUs and memory, for every set of its members (:meth:`node_sets`), the
+    nodes' free CPUs and memory laid out along the same frames on first use (:meth:`room_row`).
+    :meth:`drain` adds the jobs ahead in the queue: the time by
     which the free capacity of the classes, integrated from ``now``, covers the work (GPUs x
     runtime limit) of the jobs ahead that wait for those classes, as if they ran back to back
     with no fragmentation. Both are estimates, labelled as such in the explanation. GPUs
@@ -152,6 +224,15 @@ class ReleaseTimeline:
             free[n] = 0
         self.base = list(free)
         self.times, self.free, self.changes = _frames(state, free, _releases(ctx, reopens), now)
+        self.ctx = ctx
+        self._reopens = reopens
+        # a gang on distinct nodes (rare): its sets of members' shapes per class set, the
+        # free GPUs, CPUs and memory of every ready node along the frames, nodes with room
+        # for each set per frame, and each node's frames
+        self._sets: dict[tuple[Demand, tuple[int, ...]], tuple[NodeSet, ...]] = {}
+        self._rooms: tuple[list[tuple[int, int, int]], Rooms] | None = None
+        self._room_rows: dict[NodeSet, list[int]] = {}
+        self._rooms_per_node: dict[int, tuple[list[int], list[tuple[int, int, int]]]] | None = None
         self._at_least: dict[tuple[int, int], list[int]] = {}
         self._per_node: dict[int, tuple[list[int], list[int]]] | None = None
         # (memo keyed by the demand's identity: outcomes, and their demands, live the cycle)
@@ -236,6 +317,96 @@ class ReleaseTimeline:
         self._at_least[key] = counts
         return counts
 
+    def node_sets(self, demand: Demand, classes: tuple[int, ...]) -> tuple[NodeSet, ...]:
+        """For a gang on distinct nodes of several members: the sets of its members that need
+        that many nodes of their own with room (GPUs, CPUs and memory) for one of them
+        (:func:`~scheduler_core.distinct_nodes.node_sets`), each member on the classes of
+        ``classes`` it is capable of; ``()`` for any other gang, counted by its GPUs alone.
+        Until 7 Dec a gang on distinct nodes was counted by GPUs too: a node whose GPUs were
+        free but whose CPUs a CPU-heavy job held counted as ready for a member."""
+        if not demand.distinct_nodes or len(demand.members) < 2:
+            return ()
+        key = (demand, classes)
+        found = self._sets.get(key)
+        if found is None:
+            wanted = set(classes)
+            where = [[c for c in capable_classes(self.ctx, m) if c in wanted] for m in demand.members]
+            found = self._sets[key] = node_sets(shapes_of(demand, where))
+        return found
+
+    def _room_frames(self) -> tuple[list[tuple[int, int, int]], Rooms]:
+        """Every node's free GPUs, CPUs and memory now (as the frames count them: a node in a
+        window with no free GPU until it reopens), and per frame the ready nodes whose free
+        resources change (:data:`Rooms`). A CPU or GB coming back between two frames counts
+        from the next one (it comes back without GPUs only when all of its holder's are
+        promised: the promise's job takes them at its start)."""
+        if self._rooms is not None:
+            return self._rooms
+        state, times = self.state, self.times
+        ready = state.ready
+        gpus = list(self.base)
+        cpus = list(state.free_cpus)
+        memory = list(state.free_mem)
+        base = list(zip(gpus, cpus, memory, strict=True))
+        per_frame: dict[int, list[tuple[int, int, int]]] = {}
+        for at, items in _resource_releases(self.ctx, self._reopens).items():
+            frame = bisect_left(times, at, 1)
+            if frame < len(times):
+                per_frame.setdefault(frame, []).extend(items)
+        rooms: Rooms = [[]]
+        for frame in range(1, len(times)):
+            before: dict[int, tuple[int, int, int]] = {}
+            for n, _, after in self.changes[frame]:
+                before.setdefault(n, (gpus[n], cpus[n], memory[n]))
+                gpus[n] = after
+            for n, c, m in per_frame.get(frame, ()):
+                if ready[n]:
+                    before.setdefault(n, (gpus[n], cpus[n], memory[n]))
+                    cpus[n] += c
+                    memory[n] += m
+            rooms.append([(n, *was, gpus[n], cpus[n], memory[n]) for n, was in before.items()])
+        self._rooms = (base, rooms)
+        return self._rooms
+
+    def room_row(self, need: NodeSet) -> list[int]:
+        """Per frame: ready nodes with room for one of ``need``'s shapes on a class it takes."""
+        found = self._room_rows.get(need)
+        if found is not None:
+            return found
+        base, rooms = self._room_frames()
+        state = self.state
+        node_class, ready = state.node_class, state.ready
+        where = need.where
+        room = need.room
+        count = sum(1 for n, (g, c, m) in enumerate(base)
+                    if ready[n] and node_class[n] in where and room(node_class[n], g, c, m))
+        counts = [count]
+        for changed in rooms[1:]:
+            for n, g0, c0, m0, g1, c1, m1 in changed:
+                k = node_class[n]
+                if k in where:
+                    count += room(k, g1, c1, m1) - room(k, g0, c0, m0)
+            counts.append(count)
+        self._room_rows[need] = counts
+        return counts
+
+    def room_at(self, node: int, frame: int) -> tuple[int, int, int]:
+        """Free GPUs, CPUs and memory of ``node`` at ``frame``."""
+        base, rooms = self._room_frames()
+        if self._rooms_per_node is None:
+            per_node: dict[int, tuple[list[int], list[tuple[int, int, int]]]] = {}
+            for frame_no, changed in enumerate(rooms):
+                for n, _, _, _, g, c, m in changed:
+                    frames, values = per_node.setdefault(n, ([], []))
+                    frames.append(frame_no)
+                    values.append((g, c, m))
+            self._rooms_per_node = per_node
+        found = self._rooms_per_node.get(node)
+        if found is None:
+            return base[node]
+        i = bisect_right(found[0], frame) - 1
+        return base[node] if i < 0 else found[1][i]
+
     def _needs(self, demand: Demand, classes: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
         """The gang's :meth:`~scheduler_core.gang.Demand.node_needs` on ``classes``: a node
         for each member that needs one of its own, with room for that member's size (until
@@ -255,6 +426,15 @@ class ReleaseTimeline:
         member that needs a node of its own, a node with room for it?"""
         gpus = demand.gpus
         free_rows = [self.free[c] for c in classes]
+        sets = self.node_sets(demand, classes)
+        if sets:
+            room_rows = [(self.room_row(need), need.members) for need in sets]
+
+            def fits_rooms(i: int) -> bool:
+                return (sum(row[i] for row in free_rows) >= gpus
+                        and all(row[i] >= count for row, count in room_rows))
+
+            return fits_rooms
         node_rows = self._node_rows(self._needs(demand, classes), classes)
         if len(node_rows) == 1:  # members needing a node of their own all of one size
             rows, count = node_rows[0]
@@ -352,6 +532,21 @@ class ReleaseTimeline:
         gpus = demand.gpus
         needs = self._needs(demand, classes)
         free_rows = [self.free[c] for c in classes]
+        sets = self.node_sets(demand, classes)
+        if sets:
+            state = self.state
+            rows = [(self.room_row(need), need) for need in sets]
+
+            def fits_rooms(frame: int, closed: frozenset[int]) -> bool:
+                shut = [n for n in closed if state.ready[n] and state.node_class[n] in classes]
+                lost = sum(self.free_at(n, frame) for n in shut)
+                if sum(row[frame] for row in free_rows) - lost < gpus:
+                    return False
+                rooms = [(state.node_class[n], self.room_at(n, frame)) for n in shut]
+                return all(row[frame] - sum(1 for k, free in rooms if need.room(k, *free)) >= need.members
+                           for row, need in rows)
+
+            return fits_rooms
         node_rows = self._node_rows(needs, classes)
 
         def fits(frame: int, closed: frozenset[int]) -> bool:
@@ -405,6 +600,9 @@ class ReleaseTimeline:
             return None
         domain_of, capable, needs = self._domain_need(demand, classes)
         gpus = demand.gpus
+        sets = self.node_sets(demand, classes)
+        if sets:
+            return self._domain_frame_rooms(domain_of, capable, gpus, sets)
         if len(needs) == 1:
             return self._domain_frame_one(domain_of, capable, classes, gpus, *needs[0])
         sizes = tuple(size for size, _ in needs)
@@ -436,6 +634,40 @@ class ReleaseTimeline:
                     row = roomy[d]
                     for k, size in enumerate(sizes):
                         row[k] += (after >= size) - (before >= size)
+                    if room(d):
+                        return i
+        return None
+
+    def _domain_frame_rooms(self, domain_of: list[int], capable: list[bool], gpus: int,
+                            sets: tuple[NodeSet, ...]) -> int | None:
+        """:meth:`domain_frame` for a gang on distinct nodes: per domain its free GPUs and its
+        nodes with room for each of the gang's :meth:`node_sets`, GPUs, CPUs and memory, from
+        now along the frames (the frames only add, so the first domain with room decides)."""
+        base, rooms = self._room_frames()
+        node_class = self.state.node_class
+        free: dict[int, int] = {}
+        roomy: dict[int, list[int]] = {}
+        for n, (g, c, m) in enumerate(base):
+            if capable[n]:
+                d, k = domain_of[n], node_class[n]
+                free[d] = free.get(d, 0) + g
+                row = roomy.setdefault(d, [0] * len(sets))
+                for j, need in enumerate(sets):
+                    row[j] += need.room(k, g, c, m)
+
+        def room(d: int) -> bool:
+            return free[d] >= gpus and all(r >= need.members for r, need in zip(roomy[d], sets, strict=True))
+
+        if any(room(d) for d in free):
+            return 0
+        for i, changed in enumerate(rooms):
+            for n, g0, c0, m0, g1, c1, m1 in changed:
+                if capable[n]:
+                    d, k = domain_of[n], node_class[n]
+                    free[d] += g1 - g0
+                    row = roomy[d]
+                    for j, need in enumerate(sets):
+                        row[j] += need.room(k, g1, c1, m1) - need.room(k, g0, c0, m0)
                     if room(d):
                         return i
         return None
@@ -473,6 +705,24 @@ class ReleaseTimeline:
         domain_of, capable, needs = self._domain_need(demand, classes)
         nodes = [n for n, ok in enumerate(capable) if ok]
         gpus = demand.gpus
+        sets = self.node_sets(demand, classes)
+        if sets:
+            node_class = self.state.node_class
+
+            def fits_rooms(frame: int, closed: frozenset[int]) -> bool:
+                free: dict[int, int] = {}
+                roomy: dict[int, list[int]] = {}
+                for n in nodes:
+                    if n not in closed:
+                        (g, c, m), d, k = self.room_at(n, frame), domain_of[n], node_class[n]
+                        free[d] = free.get(d, 0) + g
+                        row = roomy.setdefault(d, [0] * len(sets))
+                        for j, need in enumerate(sets):
+                            row[j] += need.room(k, g, c, m)
+                return any(f >= gpus and all(r >= need.members for r, need in zip(roomy[d], sets, strict=True))
+                           for d, f in free.items())
+
+            return fits_rooms
 
         def fits(frame: int, closed: frozenset[int]) -> bool:
             free: dict[int, int] = {}

@@ -242,27 +242,38 @@ def test_distinct_nodes_wait_names_the_member_size_short_of_nodes():
 
 # On small fleets whose running jobs end at their runtime limits, a lone gang on distinct nodes
 # (members of random sizes) is told the time it then starts: never earlier (its members'
-# nodes are all counted), never later (the count asks no more than placement does).
-busy_nodes = st.lists(st.lists(st.tuples(st.integers(2, 8), st.sampled_from((1000, 2000, 3000, 4000))),
+# nodes are all counted), never later (the count asks no more than placement does). Running
+# jobs and the gang ask CPUs and memory per GPU too, up to a whole node's (64 CPUs, 512 GB):
+# a node's GPUs may free before the CPUs or memory beside them (until 7 Dec the gang was then
+# told a time too early).
+busy_nodes = st.lists(st.lists(st.tuples(st.integers(2, 8), st.sampled_from((1000, 2000, 3000, 4000)),
+                                         st.sampled_from((0, 0, 8, 30)), st.sampled_from((0, 0, 64, 250))),
                                min_size=1, max_size=2),
                       min_size=2, max_size=6)
 member_sizes = st.lists(st.integers(1, 8), min_size=2, max_size=5)
+per_gpu = st.tuples(st.sampled_from((0, 4, 8)), st.sampled_from((0, 32, 64)))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(nodes=busy_nodes, sizes=member_sizes)
-def test_lone_distinct_nodes_gang_starts_at_its_eta(nodes, sizes):
+@given(nodes=busy_nodes, sizes=member_sizes, asks=per_gpu)
+def test_lone_distinct_nodes_gang_starts_at_its_eta(nodes, sizes, asks):
     cluster = make_cluster().nodes(len(nodes)).at(0)
     for n, jobs in enumerate(nodes):
-        first = 0
-        for k, (gpus, limit) in enumerate(jobs):
+        first = cpus = memory = 0
+        for k, (gpus, limit, cpus_per_gpu, memory_per_gpu) in enumerate(jobs):
             gpus = min(gpus, 8 - first)
             if gpus:
-                cluster.running(make_running(make_job(f"r{n}-{k}").gpus(gpus).limit(limit))
+                cpus_per_gpu = min(cpus_per_gpu, (64 - cpus) // gpus)
+                memory_per_gpu = min(memory_per_gpu, (512 - memory) // gpus)
+                cluster.running(make_running(make_job(f"r{n}-{k}").gpus(gpus).limit(limit)
+                                             .cpus_per_gpu(cpus_per_gpu).memory_per_gpu(memory_per_gpu))
                                 .on(f"n{n}", *range(first, first + gpus)))
+                cpus += gpus * cpus_per_gpu
+                memory += gpus * memory_per_gpu
             first += gpus
     roles = [role(f"m{i}", 1, size) for i, size in enumerate(sizes)]
-    cluster.pending(make_job("d").roles(*roles).limit(600).distinct_nodes())
+    cluster.pending(make_job("d").roles(*roles).cpus_per_gpu(asks[0]).memory_per_gpu(asks[1])
+                    .limit(600).distinct_nodes())
     snap = cluster.snapshot()
     first_plan, starts = evolve(snap, NO_BACKFILL)
     if "d" in bound(first_plan):
@@ -274,3 +285,28 @@ def test_lone_distinct_nodes_gang_starts_at_its_eta(nodes, sizes):
     event(d.code.value)
     assert d.eta is not None, d
     assert starts["d"] == d.eta, (d, starts["d"])
+
+
+# The ETA of a gang on distinct nodes counts a node as ready for a member only with room for
+# it beside the GPUs: CPUs and memory, as placement and the waiting words count them. n0 and
+# n2 are full until t=1000 and t=2000; n1 has 6 GPUs busy until t=1000, and its last 2 until
+# t=3000 under job h, which holds 60 of its 64 CPUs (or 500 of its 512 GB). Members of 4 GPUs
+# ask 32 CPUs and 128 GB each. Until 7 Dec the timeline counted n1 ready at t=1000 by its GPUs
+# and told t=2000; the gang started at t=3000, when h ends.
+@pytest.mark.parametrize("hog", ["cpus", "memory"])
+def test_distinct_nodes_eta_waits_for_cpus_and_memory_beside_the_gpus(hog):
+    def busy(job, node: str, first: int, limit: float):
+        gpus = job.obj().gpus
+        return make_running(job.limit(limit)).on(node, *range(first, first + gpus))
+
+    h = make_job("h").gpus(2)
+    h = h.cpus_per_gpu(30) if hog == "cpus" else h.memory_per_gpu(250)
+    snap = (
+        make_cluster().nodes(3).at(0)
+        .running(busy(make_job("a").gpus(8), "n0", 0, 1000), busy(make_job("b").gpus(6), "n1", 0, 1000),
+                 busy(h, "n1", 6, 3000), busy(make_job("c").gpus(8), "n2", 0, 2000))
+        .pending(make_job("d").gpus(12).per_node(4).cpus_per_gpu(8).memory_per_gpu(32)
+                 .limit(600).distinct_nodes())
+        .snapshot()
+    )
+    assert eta_and_start(snap) == (3000.0, 3000.0)
