@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from scheduler_core.context import CycleContext
+from scheduler_core.distinct_nodes import node_sets, shapes_of
 from scheduler_core.gang import Demand, Member, is_elastic
 from scheduler_core.quota import QuotaVerdict
 from scheduler_core.sentences import counted, verb
@@ -130,6 +131,10 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
     short = _members_without_room(ctx, demand, per_member)
     if short is not None:
         return short
+    if demand.distinct_nodes and len(demand.members) > 1:
+        short = _distinct_set_without_nodes(ctx, demand, per_member)
+        if short is not None:
+            return short
     level = {TopologyConstraint.SAME_LEAF: LEAF, TopologyConstraint.SAME_SPINE: SPINE}.get(
         demand.topology
     )
@@ -170,6 +175,22 @@ def _members_without_room(ctx: CycleContext, demand: Demand,
                 counted(member.gpus, "GPU"), f"{member.cpus} CPUs" if member.cpus else "",
                 f"{member.memory_gb} GB" if member.memory_gb else "") if part)
             return f"needs {count} members of {each} each at once; the capable nodes have room for {room}"
+    return None
+
+
+def _distinct_set_without_nodes(ctx: CycleContext, demand: Demand,
+                                per_member: list[tuple[int, ...]]) -> str | None:
+    """A set of a gang on distinct nodes (:func:`~scheduler_core.distinct_nodes.node_sets`)
+    whose members outnumber the fleet's nodes with room for one of them (a member's capable
+    classes have room for it when empty), or ``None``. Until 7 Dec only the gang's members
+    of one shape and all its members were counted: two members of roles that take only h100
+    GPUs, of 1 and 2 GPUs, on a fleet of one h100 node and many others, waited for ever."""
+    for need in node_sets(shapes_of(demand, per_member)):
+        nodes = sum(_class_nodes(ctx, c) for c in need.where)
+        if nodes < need.members:
+            kind = "/".join(sorted({ctx.state.classes[c].gpu_type.name for c in need.where}))
+            return (f"needs {distinct_nodes_words(demand)}; {need.members} of its members have "
+                    f"room on only {counted(nodes, 'node')} ({kind})")
     return None
 
 

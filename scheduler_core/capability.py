@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler_core.admission import distinct_nodes_words
+from scheduler_core.distinct_nodes import node_sets, shapes_of
 from scheduler_core.gang import Demand, Member, demand_for, minimum_gpus, node_size_for
 from scheduler_core.quota import QuotaLedger, never_under_quota_words
 from scheduler_core.sentences import counted
@@ -177,7 +178,8 @@ def never_runs(spec: JobSpec, nodes: Iterable[NodeInfo | NodeShape],
     4. The whole gang's GPUs must not exceed the fleet's GPUs that its members accept, and the
        members of each shape must all fit at once; a ``same_node`` gang of several members
        needs one node every member accepts with room for all of them; a gang on distinct nodes
-       needs a capable node per member.
+       needs a capable node per member, and for every set of its members that
+       :func:`~scheduler_core.distinct_nodes.node_sets` names as many nodes with room for one.
     5. A same-leaf or same-spine gang must fit within one switch's capable nodes.
     6. A gang does not mix device types: steps 3 to 5 must pass on the nodes of one type.
 
@@ -337,6 +339,21 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
                 + (f" and {member.memory_gb} GB" if member.memory_gb else "")
                 + f" each at once; the fleet has room for {room}",
             )
+
+    if demand.distinct_nodes and len(demand.members) > 1:
+        # every set of its members' shapes needs that many nodes with room for one of them
+        # (distinct_nodes.node_sets), as the engine counts them: members of 1 and 2 GPUs that
+        # take only h100 GPUs need two h100 nodes, however many others the fleet has
+        where = [[i for i, s in enumerate(capable) if _fits(m, s)] for m in demand.members]
+        for need in node_sets(shapes_of(demand, where)):
+            nodes = sum(capable[i].count for i in need.where)
+            if nodes < need.members:
+                kind = "/".join(sorted({capable[i].gpu_type.name for i in need.where}))
+                return Infeasible(
+                    "members_on_distinct_nodes",
+                    f"asks {distinct_nodes_words(demand)}, its members on distinct nodes; "
+                    f"{need.members} of its members have room on only {counted(nodes, 'node')} ({kind})",
+                )
 
     # 5. within one switch: enough capable GPUs there, and room for the largest members
     largest = demand.members[0]

@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 from scheduler_core.admission import distinct_nodes_words
 from scheduler_core.context import CycleContext
-from scheduler_core.gang import Demand, Member
+from scheduler_core.distinct_nodes import node_sets, shapes_of
+from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES, run_end
 from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, loners
@@ -104,11 +105,12 @@ def short_beside(ctx: CycleContext, demand: Demand, big_classes: tuple[int, ...]
 
 
 class _DistinctShort(NamedTuple):
-    """The members of a gang on distinct nodes that the free nodes cannot hold: the first
-    ``need`` members (largest first) need that many nodes; of the nodes with ``size`` GPUs
-    free for one of them, ``room`` also have its CPUs and memory, ``cpu_short`` lack the
-    CPUs and ``mem_short`` (with the CPUs) the memory. ``cpus`` and ``memory_gb``: the
-    least any of those members asks."""
+    """The members of a gang on distinct nodes that the free nodes cannot hold: ``need`` of
+    them (a set of its shapes, :func:`~scheduler_core.distinct_nodes.node_sets`), the least of
+    ``size`` GPUs, need a node each; of the nodes with ``size`` GPUs free for one of them,
+    ``room`` also have its CPUs and memory, ``cpu_short`` lack the CPUs and ``mem_short``
+    (with the CPUs) the memory. ``cpus`` and ``memory_gb``: the least any of those members
+    asks; ``kind``: the GPU types of the nodes they take."""
 
     need: int
     size: int
@@ -117,49 +119,46 @@ class _DistinctShort(NamedTuple):
     mem_short: int
     cpus: int
     memory_gb: int
+    kind: str
 
 
 def _distinct_shortfall(ctx: CycleContext, demand: Demand,
                         member_classes: tuple[tuple[int, ...], ...]) -> _DistinctShort | None:
     """Every member of a gang on distinct nodes needs a node of its own with room for it, by
-    GPUs, CPUs and memory, as placement checks: for each member, largest first, the nodes
-    with room for it or a larger one must be at least as many as those members (Hall's
-    condition over these prefixes: exact when a node with room for a member has room for
-    every smaller one, as for a job without roles; only necessary for roles asking different
-    types or CPUs per GPU). ``None`` when every prefix has its nodes; else the prefix of members
-    furthest short (the largest such at a tie). Until 7 Dec the nodes were counted by GPUs
-    only: a gang was told "only 2 nodes have 4 free" when one of them had too few CPUs."""
+    GPUs, CPUs and memory, as placement checks: for every set of its members' shapes that
+    :func:`~scheduler_core.distinct_nodes.node_sets` names (Hall's condition; for a job
+    without roles the prefixes, largest members first), the free nodes with room for one of
+    the set must be at least as many as its members. ``None`` when every set has its nodes;
+    else the set furthest short (of the larger members at a tie). Until 7 Dec the nodes were
+    counted by GPUs only (a gang was told "only 2 nodes have 4 free" when one of them had too
+    few CPUs), and by prefixes only: members of a role that takes only h100 GPUs were counted
+    on every node the gang's larger members take, and the gang was told its free GPUs were
+    "spread too thinly"."""
     state = ctx.state
     worst: _DistinctShort | None = None
-    members = demand.members
-    shapes: dict[tuple[Member, tuple[int, ...]], None] = {}
-    for j, (member, cls) in enumerate(zip(members, member_classes, strict=True)):
-        shapes[(member, cls)] = None
-        if j + 1 < len(members) and (members[j + 1], member_classes[j + 1]) in shapes:
-            continue    # the prefix grows by a shape already counted: count at its end
-        need = j + 1
+    for need in node_sets(shapes_of(demand, member_classes)):
+        size = min(s.gpus for s in need.shapes)
         room = cpu_short = mem_short = 0
-        for c in sorted({c for _, cs in shapes for c in cs}):
+        where = need.where
+        for c in sorted(where):
             buckets = state.buckets.get((FLEET, 0, c))
             if buckets is None:
                 continue
-            takers = [m for m, cs in shapes if c in cs]
-            for f in range(member.gpus, len(buckets)):
-                fit = [m for m in takers if m.gpus <= f]
-                if not fit:
-                    continue
+            takers = [s for s in need.shapes if c in s.where]
+            for f in range(min(s.gpus for s in takers), len(buckets)):
+                fit = [s for s in takers if s.gpus <= f]
                 for n in buckets[f]:
                     cpus, mem = state.free_cpus[n], state.free_mem[n]
-                    if any(m.cpus <= cpus and m.memory_gb <= mem for m in fit):
+                    if any(s.cpus <= cpus and s.memory_gb <= mem for s in fit):
                         room += 1
-                    elif any(m.cpus <= cpus for m in fit):
+                    elif any(s.cpus <= cpus for s in fit):
                         mem_short += 1
                     else:
                         cpu_short += 1
-        if room < need and (worst is None or need - room > worst.need - worst.room):
-            worst = _DistinctShort(need, member.gpus, room, cpu_short, mem_short,
-                                   min(m.cpus for m, _ in shapes),
-                                   min(m.memory_gb for m, _ in shapes))
+        if room < need.members and (worst is None or need.members - room > worst.need - worst.room):
+            worst = _DistinctShort(need.members, size, room, cpu_short, mem_short,
+                                   min(s.cpus for s in need.shapes),
+                                   min(s.memory_gb for s in need.shapes), type_names(ctx, sorted(where)))
     return worst
 
 
@@ -173,9 +172,12 @@ def _distinct_words(found: _DistinctShort, demand: Demand, free: int, kind: str
     short = need - room
     said = (f"{counted(free, f'{kind} GPU')} free, but its members go on distinct nodes: it "
             f"needs {distinct_nodes_words(demand, 'free ')}, and only ")
+    # members that take fewer types than the gang are short of nodes of theirs: named so
+    node = f"{found.kind} node" if found.kind != kind else "node"
+    kind = found.kind
     if not found.cpu_short and not found.mem_short:
         return (ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
-                f"{said}{counted(room, 'node')} {verb(room, 'has', 'have')} {size} free.",
+                f"{said}{counted(room, node)} {verb(room, 'has', 'have')} {size} free.",
                 f"{counted(short, 'more node')} with {counted(size, f'free {kind} GPU')}")
     more = " more" if room else ""
     beside = []
@@ -185,7 +187,7 @@ def _distinct_words(found: _DistinctShort, demand: Demand, free: int, kind: str
     if found.mem_short:
         beside.append(f"{found.mem_short}{more} {verb(found.mem_short, 'has', 'have')} "
                       f"{counted(size, 'free GPU')} but less than {found.memory_gb} GB of free memory")
-    sentence = (f"{said}{counted(room, 'node')} {verb(room, 'has', 'have')} room for one: "
+    sentence = (f"{said}{counted(room, node)} {verb(room, 'has', 'have')} room for one: "
                 f"{'; '.join(beside)}.")
     if room + found.cpu_short + found.mem_short < need:
         # too few nodes have even the GPUs: nodes with room for a whole member must free up

@@ -14,9 +14,11 @@ fewer nodes have gets the sets of those members alone too (until 7 Dec only the 
 GPUs were counted: three h100-only members of a gang whose largest member took any type were
 counted on every node).
 
-The release timeline counts the nodes with room for each set at every future release
-(``ReleaseTimeline.node_sets``); this module says which sets to count and how many members
-each holds.
+The callers count nodes their own way: the whole fleet by class for "can never run"
+(``admission``, and ``capability`` at submit by node shape), the free nodes now for the waiting
+words (``diagnosis._distinct_shortfall``) and the placer's pre-check (``Placer.plausible``),
+each future release for the ETA (``ReleaseTimeline.node_sets``). This module says which sets
+to count and how many members each holds.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from scheduler_core.distinct_nodes import node_sets, shapes_of
 from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import NO_NODES
 from scheduler_core.plugins.protocols import FilterPlugin, GangContext, ScorePlugin, TopologyScorer
@@ -78,6 +79,10 @@ def loners(state: ClusterState, demand: Demand,
     return count
 
 
+_GangFacts = tuple[tuple[int, ...], tuple[int, ...], int, tuple[tuple[tuple[int, ...], int, int], ...]]
+"""See :meth:`Placer._facts`."""
+
+
 class PlacementRequest(NamedTuple):
     """One gang to place. ``member_classes[i]`` are the node classes member ``i`` may use
     (capable and, for quota, of an allowed GPU type). ``seed`` is what the job already holds
@@ -101,8 +106,8 @@ class Placer:
         self._unions: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}
         self.kept = False
         """The last :meth:`place` left its grants taken under the probe holder."""
-        self._gang_facts: dict[tuple[Demand, tuple[tuple[int, ...], ...]],
-                               tuple[tuple[int, ...], tuple[int, ...], int] | None] = {}
+        self._gang_facts: dict[tuple[Demand, tuple[tuple[int, ...], ...]], _GangFacts | None] = {}
+        self._crossed_gangs: dict[tuple[Demand, tuple[tuple[int, ...], ...]], bool] = {}
         self._closed: frozenset[int] = NO_NODES
         """The closed nodes of the request being placed (no node of it is admitted)."""
 
@@ -171,9 +176,10 @@ class Placer:
     # ------------------------------------------------------------------ search
 
     def plausible(self, req: PlacementRequest, rooms: GrowingRooms | None = None) -> bool:
-        """Index-only necessary conditions: enough free capable GPUs, and as many nodes with
+        """Index-only necessary conditions: enough free capable GPUs, as many nodes with
         room for the largest member as there are members too large to share a node with
-        it. ``place`` fails whenever this is ``False``; it costs a few dict lookups.
+        it, and for a gang on distinct nodes as many nodes with the GPUs for one of each set
+        of its members as the set has members (its smaller members may take fewer nodes). ``place`` fails whenever this is ``False``; it costs a few dict lookups.
         ``rooms``: the request's domains with room so far in a search where capacity only
         grows (see :class:`GrowingRooms`)."""
         key = (req.demand, req.member_classes)
@@ -182,9 +188,12 @@ class Placer:
             facts = self._gang_facts[key] = self._facts(req)
         if facts is None:
             return False
-        union, classes, need = facts
+        union, classes, need, sets = facts
         if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
             return False
+        for set_classes, size, members in sets:
+            if self.state.nodes_with_free(set_classes, size) < members:
+                return False
         largest = req.demand.largest_member
         if need <= 1:
             return self.state.largest_free_block(classes) >= largest
@@ -200,18 +209,26 @@ class Placer:
             return bool(self._domains(level, union, req, set()))
         return True
 
-    def _facts(self, req: PlacementRequest) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    def _facts(self, req: PlacementRequest) -> _GangFacts | None:
         """What :meth:`plausible` needs that depends on the gang and the fleet's classes only:
-        the classes' union, the classes of its largest members and how many of those need a
-        node of their own (``None`` for a gang that cannot be placed at all)."""
+        the classes' union, the classes of its largest members, how many of those need a node
+        of their own, and for a gang on distinct nodes every set of its members that needs as
+        many nodes (:func:`~scheduler_core.distinct_nodes.node_sets`: the classes, the fewest
+        GPUs one of them asks, how many they are), so that members of a role that takes fewer
+        nodes than the largest are counted too (``None`` for a gang that cannot be placed at
+        all)."""
         if not req.demand.members or any(not cls for cls in req.member_classes):
             return None
         largest = req.demand.largest_member
         biggest = [cls for m, cls in zip(req.demand.members, req.member_classes, strict=True)
                    if m.gpus == largest]
         classes = tuple(sorted({c for cls in biggest for c in cls}))
+        sets: tuple[tuple[tuple[int, ...], int, int], ...] = ()
+        if req.demand.distinct_nodes and len(req.demand.members) > 1:
+            sets = tuple((tuple(sorted(need.where)), min(s.gpus for s in need.shapes), need.members)
+                         for need in node_sets(shapes_of(req.demand, req.member_classes)))
         return (self.union(req.member_classes), classes,
-                loners(self.state, req.demand, req.member_classes))
+                loners(self.state, req.demand, req.member_classes), sets)
 
     def _roomy_in(self, level: int, domain: int, classes: tuple[int, ...], largest: int) -> int:
         count = 0
@@ -306,7 +323,12 @@ class Placer:
                     if not self._place_member(level, domain, m, cls, req.score, gang)
                 ]
             if leftover:
-                return None
+                if not self._crossed(req):
+                    return None
+                # the greedy order (largest first) can take a node a smaller member needed
+                self.state.release(_PROBE)
+                if not self._match(level, domain, req):
+                    return None
             placed = True
             return list(self.state.holdings.get(_PROBE, []))
         finally:
@@ -314,6 +336,66 @@ class Placer:
                 self.kept = True
             else:
                 self.state.release(_PROBE)
+
+    def _crossed(self, req: PlacementRequest) -> bool:
+        """Is this a gang on distinct nodes whose members' shapes do not nest (some member
+        asks less of one thing but more of another, or takes classes a larger one does not)?
+        Placing members largest first finds nodes for a gang whose shapes nest whenever there
+        are any (a node with room for a member has room for every smaller one); for the others
+        it may not (memoised per gang)."""
+        if not req.demand.distinct_nodes or len(req.demand.members) < 2:
+            return False
+        key = (req.demand, req.member_classes)
+        found = self._crossed_gangs.get(key)
+        if found is None:
+            shapes = shapes_of(req.demand, req.member_classes)
+            found = self._crossed_gangs[key] = any(
+                not (a.dominates(b) or b.dominates(a)) for i, a in enumerate(shapes) for b in shapes[i + 1:])
+        return found
+
+    def _match(self, level: int, domain: int, req: PlacementRequest) -> bool:
+        """Every member of a gang on distinct nodes on a node of its own in ``domain``, by a
+        maximum matching of members to the admissible nodes with room for them (augmenting
+        paths, members largest first, each member's nodes in its score plugin's bucket
+        order), taken under the probe holder; False, the state unchanged, if there is none.
+        Asked only when placing largest first failed for a gang whose shapes do not nest
+        (:meth:`_crossed`): a learner that takes any GPU type placed first on the only free
+        h100 node its two h100-only workers needed. The state is not changed while matching."""
+        state = self.state
+        members = req.demand.members
+        candidates: dict[tuple[Member, tuple[int, ...]], list[int]] = {}
+        options: list[list[int]] = []
+        for m, classes in zip(members, req.member_classes, strict=True):
+            nodes = candidates.get((m, classes))
+            if nodes is None:
+                nodes = candidates[(m, classes)] = []
+                width = state.widest(classes)
+                for free in req.score.bucket_order(m.gpus, width):
+                    for c in classes:
+                        buckets = state.buckets.get((level, domain, c))
+                        if buckets is not None and free < len(buckets):
+                            nodes.extend(n for n in buckets[free] if self._admits(n, m))
+            options.append(nodes)
+        holder_of: dict[int, int] = {}
+
+        def augment(i: int, seen: set[int]) -> bool:
+            for n in options[i]:
+                if n in seen:
+                    continue
+                seen.add(n)
+                other = holder_of.get(n)
+                if other is None or augment(other, seen):
+                    holder_of[n] = i
+                    return True
+            return False
+
+        for i in range(len(members)):
+            if not augment(i, set()):
+                return False
+        gang = self._seeded(req)
+        for n, i in sorted(holder_of.items(), key=lambda item: item[1]):
+            self._take_on(n, members[i], gang)
+        return True
 
     def adopt(self, holder: Holder) -> None:
         """Give the kept grants (see :meth:`place`) to ``holder``."""

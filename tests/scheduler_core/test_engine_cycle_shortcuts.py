@@ -67,3 +67,32 @@ def test_a_domains_first_frame_is_the_first_frame_a_node_by_node_count_fits(topo
         fits = timeline._domain_fits(demand, classes)
         expected = next((i for i in range(len(timeline.times)) if fits(i, NO_NODES)), None)
         assert timeline.domain_frame(demand, classes) == expected
+
+
+@pytest.mark.parametrize("topology", [TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE,
+                                      TopologyConstraint.ANY])
+@pytest.mark.parametrize("members", [(8, 4, 2), (4,) * 6, (8, 8, 8, 1), (2,) * 12])
+def test_a_distinct_nodes_gangs_frames_count_room_as_node_by_node(topology, members):
+    """For a gang on distinct nodes the timeline counts nodes with room beside the GPUs (CPUs
+    and memory) frame by frame from the recorded changes (``room_row``, ``domain_frame``); each
+    count answers as the node-by-node one from every node's own frames (``room_at``,
+    ``_domain_fits``)."""
+    ctx = _fleet_context()
+    timeline = ReleaseTimeline(ctx)
+    state = ctx.state
+    demand = Demand.of(tuple(Member("", g, (), 0, 12 * g, 100 * g) for g in members), topology, True)
+    for classes in ((0,), (1,), (0, 1)):
+        if topology is TopologyConstraint.ANY:
+            sets = timeline.node_sets(demand, classes)
+            assert sets
+            frames = range(0, len(timeline.times), max(1, len(timeline.times) // 40))
+            for need in sets:
+                row = timeline.room_row(need)
+                for i in frames:
+                    assert row[i] == sum(
+                        1 for n in range(len(state.nodes))
+                        if state.ready[n] and need.room(state.node_class[n], *timeline.room_at(n, i))), i
+        else:
+            fits = timeline._domain_fits(demand, classes)
+            expected = next((i for i in range(len(timeline.times)) if fits(i, NO_NODES)), None)
+            assert timeline.domain_frame(demand, classes) == expected

@@ -5,6 +5,7 @@ never run it. Without the option members are packed, two on one node when it has
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -23,7 +24,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_engine_explain_eta import NO_BACKFILL, evolve
 
-from scheduler_core import Infeasible, NodeInfo, ReasonCode, never_runs
+from scheduler_core import GangRole, Infeasible, NodeInfo, ReasonCode, never_runs, schedule
+from scheduler_core.admission import capable_classes
+from scheduler_core.cycle import _context
+from scheduler_core.gang import demand_for, spec_gpus
+from scheduler_core.placement import PlacementRequest
+from scheduler_core.plugins.registry import build_plugins
+from scheduler_core.state import JOB
+from scheduler_core.types import SchedulerConfig
 
 TYPES = {t.name: t for t in DEFAULT_TYPES}
 
@@ -246,12 +254,30 @@ def test_distinct_nodes_wait_names_the_member_size_short_of_nodes():
 # jobs and the gang ask CPUs and memory per GPU too, up to a whole node's (64 CPUs, 512 GB):
 # a node's GPUs may free before the CPUs or memory beside them (until 7 Dec the gang was then
 # told a time too early).
-busy_nodes = st.lists(st.lists(st.tuples(st.integers(2, 8), st.sampled_from((1000, 2000, 3000, 4000)),
-                                         st.sampled_from((0, 0, 8, 30)), st.sampled_from((0, 0, 64, 250))),
-                               min_size=1, max_size=2),
-                      min_size=2, max_size=6)
+node_jobs = st.lists(st.tuples(st.integers(2, 8), st.sampled_from((1000, 2000, 3000, 4000)),
+                               st.sampled_from((0, 0, 8, 30)), st.sampled_from((0, 0, 64, 250))),
+                     min_size=1, max_size=2)
+busy_nodes = st.lists(node_jobs, min_size=2, max_size=6)
 member_sizes = st.lists(st.integers(1, 8), min_size=2, max_size=5)
 per_gpu = st.tuples(st.sampled_from((0, 4, 8)), st.sampled_from((0, 32, 64)))
+
+
+def run_on(cluster, node: str, jobs, gpu_type: str = "a100"):
+    """The running jobs ``jobs`` (GPUs, runtime limit, CPUs and GB per GPU) side by side on
+    ``node`` (8 GPUs, 64 CPUs, 512 GB), each cut to what the node has left."""
+    first = cpus = memory = 0
+    for k, (gpus, limit, cpus_per_gpu, memory_per_gpu) in enumerate(jobs):
+        gpus = min(gpus, 8 - first)
+        if gpus:
+            cpus_per_gpu = min(cpus_per_gpu, (64 - cpus) // gpus)
+            memory_per_gpu = min(memory_per_gpu, (512 - memory) // gpus)
+            cluster.running(make_running(make_job(f"r-{node}-{k}").types(gpu_type).gpus(gpus).limit(limit)
+                                         .cpus_per_gpu(cpus_per_gpu).memory_per_gpu(memory_per_gpu))
+                            .on(node, *range(first, first + gpus)))
+            cpus += gpus * cpus_per_gpu
+            memory += gpus * memory_per_gpu
+        first += gpus
+    return cluster
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -259,18 +285,7 @@ per_gpu = st.tuples(st.sampled_from((0, 4, 8)), st.sampled_from((0, 32, 64)))
 def test_lone_distinct_nodes_gang_starts_at_its_eta(nodes, sizes, asks):
     cluster = make_cluster().nodes(len(nodes)).at(0)
     for n, jobs in enumerate(nodes):
-        first = cpus = memory = 0
-        for k, (gpus, limit, cpus_per_gpu, memory_per_gpu) in enumerate(jobs):
-            gpus = min(gpus, 8 - first)
-            if gpus:
-                cpus_per_gpu = min(cpus_per_gpu, (64 - cpus) // gpus)
-                memory_per_gpu = min(memory_per_gpu, (512 - memory) // gpus)
-                cluster.running(make_running(make_job(f"r{n}-{k}").gpus(gpus).limit(limit)
-                                             .cpus_per_gpu(cpus_per_gpu).memory_per_gpu(memory_per_gpu))
-                                .on(f"n{n}", *range(first, first + gpus)))
-                cpus += gpus * cpus_per_gpu
-                memory += gpus * memory_per_gpu
-            first += gpus
+        run_on(cluster, f"n{n}", jobs)
     roles = [role(f"m{i}", 1, size) for i, size in enumerate(sizes)]
     cluster.pending(make_job("d").roles(*roles).cpus_per_gpu(asks[0]).memory_per_gpu(asks[1])
                     .limit(600).distinct_nodes())
@@ -310,3 +325,114 @@ def test_distinct_nodes_eta_waits_for_cpus_and_memory_beside_the_gpus(hog):
         .snapshot()
     )
     assert eta_and_start(snap) == (3000.0, 3000.0)
+
+
+# A heterogeneous gang on distinct nodes whose smaller members take fewer nodes than its
+# larger ones (a GPU type, CPUs or memory that fewer nodes have) needs that many nodes for
+# those members alone. n0 and n1 (a100) and h0 (h100) are free, h1 (h100) is full until
+# t=1000; the learner takes any type, its two workers only h100. Until 7 Dec the checks
+# counted the workers' nodes among all the gang's (three free nodes for three members): the
+# gang was told its 24 free GPUs were "spread too thinly" (would start if "the free GPUs
+# consolidate"), with no ETA; and once h1 freed, the learner placed first could take an h100
+# node the workers needed, so it did not start.
+def learner_and_h100_workers():
+    return (
+        make_cluster().nodes(2).nodes(2, gpu_type="h100", prefix="h").at(0)
+        .running(make_running(make_job("r").types("h100").gpus(8).limit(1000)).on("h1", *range(8)))
+        .pending(make_job("d").roles(role("learner", 1, 4), role("w", 2, 1, "h100")).limit(600)
+                 .distinct_nodes())
+    )
+
+
+def test_distinct_nodes_wait_counts_the_nodes_its_smaller_members_take():
+    first, starts = evolve(learner_and_h100_workers().snapshot(), NO_BACKFILL)
+    t = why(first, "d")
+    assert t.code is ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS
+    assert ("24 a100/h100 GPUs free, but its members go on distinct nodes: it needs 3 distinct "
+            "nodes with 4 free GPUs each (2 with 1), and only 1 h100 node has 1 free.") in t.message
+    assert t.would_start_if == "1 more node with 1 free h100 GPU"
+    assert (t.eta, starts.get("d")) == (1000.0, 1000.0)
+
+
+def test_distinct_nodes_gang_starts_where_its_smaller_members_need_the_nodes_the_larger_would_take():
+    # all four nodes free: the learner must leave both h100 nodes to the workers
+    plan = learner_and_h100_workers().at(1000).snapshot()
+    plan = schedule(dataclasses.replace(plan, running=()))
+    nodes = {p.role: set() for p in bound(plan)["d"]}
+    for p in bound(plan)["d"]:
+        nodes[p.role].add(p.node)
+    assert nodes["w"] == {"h0", "h1"}
+    assert nodes["learner"] <= {"n0", "n1"}
+
+
+def test_distinct_nodes_gang_whose_smaller_members_outnumber_their_nodes_can_never_run():
+    # workers of 1 and 2 h100 GPUs (two roles, so no shape has two members) and one h100 node
+    job = make_job("d").roles(role("learner", 1, 4), role("w1", 1, 1, "h100"),
+                              role("w2", 1, 2, "h100")).distinct_nodes()
+    t = why(make_cluster().nodes(2).nodes(1, gpu_type="h100", prefix="h").pending(job).plan(), "d")
+    assert t.code is ReasonCode.CAN_NEVER_RUN
+    assert ("it needs 3 distinct nodes with 4 GPUs each (one with 2, one with 1); 2 of its "
+            "members have room on only 1 node (h100)") in t.message
+    nodes = [NodeInfo(f"n{i}", "main", "a100", 8, 64, 512, "l0", "s0") for i in range(2)] + [
+        NodeInfo("h0", "main", "h100", 8, 64, 512, "l0", "s0")]
+    found = never_runs(job.obj(), nodes, TYPES)
+    assert found == Infeasible(
+        "members_on_distinct_nodes",
+        "asks 3 distinct nodes with 4 GPUs each (one with 2, one with 1), its members on distinct "
+        "nodes; 2 of its members have room on only 1 node (h100)")
+
+
+# On small fleets of a100 and h100 nodes whose running jobs end at their runtime limits, a lone
+# heterogeneous gang on distinct nodes, each member of one type, with CPUs and memory per GPU
+# of its own (shapes that need not nest), is told the time it then starts; one told it can
+# never run is not placed even on the empty fleet. (Members that take any type are left out:
+# such a gang is explained on one of its one-type options, whose start may come after the
+# mixed one's.)
+typed_members = st.lists(st.tuples(st.integers(1, 8), st.sampled_from((("a100",), ("h100",))),
+                                   st.sampled_from((0, 4, 8)), st.sampled_from((0, 32, 64))),
+                         min_size=2, max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(st.tuples(st.sampled_from(("a100", "h100")), node_jobs), min_size=2, max_size=6),
+       members=typed_members)
+def test_lone_heterogeneous_distinct_nodes_gang_starts_at_its_eta(nodes, members):
+    def fleet():
+        cluster = make_cluster().at(0)
+        for n, (gpu_type, _) in enumerate(nodes):
+            cluster.nodes(1, gpu_type=gpu_type, start=n)
+        return cluster
+
+    roles = [GangRole(f"m{i}", 1, gpus, types, 0, cpus, memory)
+             for i, (gpus, types, cpus, memory) in enumerate(members)]
+    job = make_job("d").roles(*roles).limit(600).distinct_nodes()
+    cluster = fleet()
+    for n, (gpu_type, jobs) in enumerate(nodes):
+        run_on(cluster, f"n{n}", jobs, gpu_type)
+    first_plan, starts = evolve(cluster.pending(job).snapshot(), NO_BACKFILL)
+    if "d" in bound(first_plan):
+        return
+    d = why(first_plan, "d")
+    event(d.code.value)
+    if d.code is ReasonCode.CAN_NEVER_RUN:
+        assert "d" not in bound(fleet().pending(job).plan()), d
+        return
+    assert d.eta is not None, d
+    assert starts.get("d") == d.eta, (d, starts.get("d"))
+
+
+def test_placement_precheck_counts_the_nodes_its_smaller_members_take():
+    """The placer's index-only check (``Placer.plausible``) counts the nodes of every set of
+    a gang on distinct nodes, not only those of its largest members: with one h100 node free
+    the learner-and-two-h100-workers gang is not worth a search (until 7 Dec it was, and
+    every attempt failed member by member); with both free it is."""
+    snap = learner_and_h100_workers().snapshot()
+    cfg = SchedulerConfig()
+    ctx = _context(snap, cfg, build_plugins(cfg), None)
+    spec = snap.pending[0]
+    demand = demand_for(spec, spec_gpus(spec), 8)
+    request = PlacementRequest(demand, tuple(capable_classes(ctx, m) for m in demand.members),
+                               ctx.plugins.score_by_workload[spec.workload])
+    assert ctx.placer.plausible(request) is False
+    ctx.state.release((JOB, "r"))
+    assert ctx.placer.plausible(request) is True
