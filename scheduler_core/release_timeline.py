@@ -231,8 +231,10 @@ class ReleaseTimeline:
         # for each set per frame, and each node's frames
         self._sets: dict[tuple[Demand, tuple[int, ...]], tuple[NodeSet, ...]] = {}
         self._rooms: tuple[list[tuple[int, int, int]], Rooms] | None = None
-        self._room_rows: dict[NodeSet, list[int]] = {}
+        self._room_rows: dict[tuple[tuple[int, int, int, frozenset[int]], ...], list[int]] = {}
         self._rooms_per_node: dict[int, tuple[list[int], list[tuple[int, int, int]]]] | None = None
+        self._domain_rooms: dict[tuple[bool, tuple[int, ...], tuple[tuple[tuple[int, int, int, frozenset[int]], ...], ...]],
+                                 tuple[dict[int, int], dict[int, list[int]]]] = {}
         self._at_least: dict[tuple[int, int], list[int]] = {}
         self._per_node: dict[int, tuple[list[int], list[int]]] | None = None
         # (memo keyed by the demand's identity: outcomes, and their demands, live the cycle)
@@ -369,25 +371,42 @@ class ReleaseTimeline:
         return self._rooms
 
     def room_row(self, need: NodeSet) -> list[int]:
-        """Per frame: ready nodes with room for one of ``need``'s shapes on a class it takes."""
-        found = self._room_rows.get(need)
+        """Per frame: ready nodes with room for one of ``need``'s shapes on a class it takes
+        (memoised by the shapes' asks, whatever their numbers of members: gangs of one
+        member shape and different sizes share it)."""
+        key = tuple((s.gpus, s.cpus, s.memory_gb, s.where) for s in need.shapes)
+        found = self._room_rows.get(key)
         if found is not None:
             return found
         base, rooms = self._room_frames()
         state = self.state
         node_class, ready = state.node_class, state.ready
         where = need.where
-        room = need.room
-        count = sum(1 for n, (g, c, m) in enumerate(base)
-                    if ready[n] and node_class[n] in where and room(node_class[n], g, c, m))
-        counts = [count]
-        for changed in rooms[1:]:
-            for n, g0, c0, m0, g1, c1, m1 in changed:
-                k = node_class[n]
-                if k in where:
-                    count += room(k, g1, c1, m1) - room(k, g0, c0, m0)
+        counts = []
+        if len(need.shapes) == 1:
+            # (nearly every gang without roles: one shape per set, its test inlined)
+            gpus, cpus, memory = key[0][:3]
+            count = sum(1 for n, (g, c, m) in enumerate(base)
+                        if g >= gpus and c >= cpus and m >= memory and ready[n] and node_class[n] in where)
             counts.append(count)
-        self._room_rows[need] = counts
+            for changed in rooms[1:]:
+                for n, g0, c0, m0, g1, c1, m1 in changed:
+                    if node_class[n] in where:
+                        count += ((g1 >= gpus and c1 >= cpus and m1 >= memory)
+                                  - (g0 >= gpus and c0 >= cpus and m0 >= memory))
+                counts.append(count)
+        else:
+            room = need.room
+            count = sum(1 for n, (g, c, m) in enumerate(base)
+                        if ready[n] and node_class[n] in where and room(node_class[n], g, c, m))
+            counts.append(count)
+            for changed in rooms[1:]:
+                for n, g0, c0, m0, g1, c1, m1 in changed:
+                    k = node_class[n]
+                    if k in where:
+                        count += room(k, g1, c1, m1) - room(k, g0, c0, m0)
+                counts.append(count)
+        self._room_rows[key] = counts
         return counts
 
     def room_at(self, node: int, frame: int) -> tuple[int, int, int]:
@@ -602,7 +621,7 @@ class ReleaseTimeline:
         gpus = demand.gpus
         sets = self.node_sets(demand, classes)
         if sets:
-            return self._domain_frame_rooms(domain_of, capable, gpus, sets)
+            return self._domain_frame_rooms(domain_of, capable, classes, gpus, sets)
         if len(needs) == 1:
             return self._domain_frame_one(domain_of, capable, classes, gpus, *needs[0])
         sizes = tuple(size for size, _ in needs)
@@ -638,27 +657,44 @@ class ReleaseTimeline:
                         return i
         return None
 
-    def _domain_frame_rooms(self, domain_of: list[int], capable: list[bool], gpus: int,
-                            sets: tuple[NodeSet, ...]) -> int | None:
+    def _domain_frame_rooms(self, domain_of: list[int], capable: list[bool], classes: tuple[int, ...],
+                            gpus: int, sets: tuple[NodeSet, ...]) -> int | None:
         """:meth:`domain_frame` for a gang on distinct nodes: per domain its free GPUs and its
         nodes with room for each of the gang's :meth:`node_sets`, GPUs, CPUs and memory, from
-        now along the frames (the frames only add, so the first domain with room decides)."""
+        now along the frames (the frames only add, so the first domain with room decides).
+        The counts now are kept per level, capable nodes and sets' asks (many gangs share
+        them)."""
         base, rooms = self._room_frames()
         node_class = self.state.node_class
-        free: dict[int, int] = {}
-        roomy: dict[int, list[int]] = {}
-        for n, (g, c, m) in enumerate(base):
-            if capable[n]:
-                d, k = domain_of[n], node_class[n]
-                free[d] = free.get(d, 0) + g
-                row = roomy.setdefault(d, [0] * len(sets))
-                for j, need in enumerate(sets):
-                    row[j] += need.room(k, g, c, m)
+        # each set's test as (GPUs, CPUs, GB, classes) per shape
+        asks = tuple(tuple((s.gpus, s.cpus, s.memory_gb, s.where) for s in need.shapes) for need in sets)
+        needed = [need.members for need in sets]
+        if len(asks) == 1 and len(asks[0]) == 1:
+            return self._domain_frame_room(domain_of, capable, classes, gpus, asks[0][0], needed[0])
 
-        def room(d: int) -> bool:
-            return free[d] >= gpus and all(r >= need.members for r, need in zip(roomy[d], sets, strict=True))
+        def room(k: int, g: int, c: int, m: int) -> list[int]:
+            return [any(g >= a and c >= b and m >= d and k in w for a, b, d, w in shapes) for shapes in asks]
 
-        if any(room(d) for d in free):
+        key = (domain_of is self.state.leaf, classes, asks)
+        start = self._domain_rooms.get(key)
+        if start is None:
+            start_free: dict[int, int] = {}
+            start_roomy: dict[int, list[int]] = {}
+            for n, (g, c, m) in enumerate(base):
+                if capable[n]:
+                    d = domain_of[n]
+                    start_free[d] = start_free.get(d, 0) + g
+                    row = start_roomy.setdefault(d, [0] * len(sets))
+                    for j, ok in enumerate(room(node_class[n], g, c, m)):
+                        row[j] += ok
+            start = self._domain_rooms[key] = (start_free, start_roomy)
+        free = dict(start[0])
+        roomy = {d: list(row) for d, row in start[1].items()}
+
+        def fits(d: int) -> bool:
+            return free[d] >= gpus and all(r >= count for r, count in zip(roomy[d], needed, strict=True))
+
+        if any(fits(d) for d in free):
             return 0
         for i, changed in enumerate(rooms):
             for n, g0, c0, m0, g1, c1, m1 in changed:
@@ -666,9 +702,44 @@ class ReleaseTimeline:
                     d, k = domain_of[n], node_class[n]
                     free[d] += g1 - g0
                     row = roomy[d]
-                    for j, need in enumerate(sets):
-                        row[j] += need.room(k, g1, c1, m1) - need.room(k, g0, c0, m0)
-                    if room(d):
+                    for j, (was, now) in enumerate(zip(room(k, g0, c0, m0), room(k, g1, c1, m1), strict=True)):
+                        row[j] += now - was
+                    if fits(d):
+                        return i
+        return None
+
+    def _domain_frame_room(self, domain_of: list[int], capable: list[bool], classes: tuple[int, ...],
+                           gpus: int, ask: tuple[int, int, int, frozenset[int]], count: int) -> int | None:
+        """:meth:`_domain_frame_rooms` for a gang whose members are all of one shape (nearly
+        every gang on distinct nodes without roles): one count per domain, the test inlined."""
+        base, rooms = self._room_frames()
+        node_class = self.state.node_class
+        size, cpus, memory, where = ask
+        key = (domain_of is self.state.leaf, classes, ((ask,),))
+        start = self._domain_rooms.get(key)
+        if start is None:
+            start_free: dict[int, int] = {}
+            start_roomy: dict[int, list[int]] = {}
+            for n, (g, c, m) in enumerate(base):
+                if capable[n]:
+                    d = domain_of[n]
+                    start_free[d] = start_free.get(d, 0) + g
+                    row = start_roomy.setdefault(d, [0])
+                    row[0] += g >= size and c >= cpus and m >= memory and node_class[n] in where
+            start = self._domain_rooms[key] = (start_free, start_roomy)
+        free = dict(start[0])
+        roomy = {d: row[0] for d, row in start[1].items()}
+        if any(f >= gpus and roomy[d] >= count for d, f in free.items()):
+            return 0
+        for i, changed in enumerate(rooms):
+            for n, g0, c0, m0, g1, c1, m1 in changed:
+                if capable[n]:
+                    d = domain_of[n]
+                    free[d] += g1 - g0
+                    if node_class[n] in where:
+                        roomy[d] += ((g1 >= size and c1 >= cpus and m1 >= memory)
+                                     - (g0 >= size and c0 >= cpus and m0 >= memory))
+                    if free[d] >= gpus and roomy[d] >= count:
                         return i
         return None
 
