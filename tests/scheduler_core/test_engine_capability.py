@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler_core import (
+    GangRole,
     GpuTypeInfo,
     Infeasible,
     NodeInfo,
@@ -182,3 +183,29 @@ def test_unknown_gpu_type_of_a_node_counts_as_no_memory():
     found = never_runs(make_job("j").gpus(1).min_memory(1).obj(), nodes, {})
     assert isinstance(found, Infeasible) and found.field == "min_gpu_memory_gb"
     assert never_runs(make_job("j").gpus(1).obj(), nodes, {"x": GpuTypeInfo("x", 1)}) is None
+
+
+@st.composite
+def distinct_role_gangs(draw):
+    """Heterogeneous gangs on distinct nodes: roles of their own size, count, GPU type (or
+    any), CPUs and memory per GPU, whose smaller members may take fewer nodes than larger."""
+    roles = [GangRole(f"r{i}", draw(st.integers(1, 3)), draw(st.sampled_from([1, 2, 4, 8])),
+                      draw(st.sampled_from([(), ("a100",), ("a100-40",), ("t4",)])), 0,
+                      draw(st.sampled_from([0, 4, 16])), draw(st.sampled_from([0, 32, 128])))
+             for i in range(draw(st.integers(1, 3)))]
+    return make_job("j").roles(*roles).distinct_nodes().obj()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(groups=node_groups, spec=distinct_role_gangs())
+def test_never_runs_agrees_with_the_engine_on_distinct_role_gangs(groups, spec):
+    """As above for heterogeneous gangs on distinct nodes, whose sets of members (a role that
+    takes only one type, or more CPUs or memory than most nodes have) need nodes of their own:
+    the check refuses exactly what the empty fleet can never place and the engine calls
+    CanNeverRun."""
+    nodes = fleet(*groups)
+    found = never_runs(spec, nodes, TYPES)
+    plan = _plan(spec, nodes)
+    engine_never = (not plan.binds and why(plan, "j").reason == ReasonCode.CAN_NEVER_RUN)
+    assert (found is not None) is engine_never, (found, plan.binds, why(plan, "j") if not plan.binds else None)
+    assert (found is None) is bool(plan.binds), (found, why(plan, "j") if not plan.binds else None)
