@@ -436,3 +436,24 @@ def test_placement_precheck_counts_the_nodes_its_smaller_members_take():
     assert ctx.placer.plausible(request) is False
     ctx.state.release((JOB, "r"))
     assert ctx.placer.plausible(request) is True
+
+
+def test_distinct_nodes_eta_clear_of_a_window_counts_cpus_beside_the_gpus():
+    """The ETA moved past a maintenance window counts the nodes left open by their CPUs too.
+    n0 is free but under a window from t=500 to t=5000; n1's GPUs are free but job h holds 60
+    of its 64 CPUs until t=3000; n2 and n3 are full until t=1000 and t=2000. Three members of
+    4 GPUs and 32 CPUs: at t=2000 the nodes open are n2 and n3 and n1 without the CPUs, so it
+    starts at t=3000 (until 7 Dec it was told t=2000, n1 counted by its GPUs)."""
+    def busy(job, node: str, limit: float):
+        gpus = job.obj().gpus
+        return make_running(job.limit(limit)).on(node, *range(gpus))
+
+    snap = (
+        make_cluster().nodes(4).at(0)
+        .maintenance("w", "n0", start=500, end=5000)
+        .running(busy(make_job("h").gpus(2).cpus_per_gpu(30), "n1", 3000),
+                 busy(make_job("b").gpus(8), "n2", 1000), busy(make_job("c").gpus(8), "n3", 2000))
+        .pending(make_job("d").gpus(12).per_node(4).cpus_per_gpu(8).limit(600).distinct_nodes())
+        .snapshot()
+    )
+    assert eta_and_start(snap) == (3000.0, 3000.0)
