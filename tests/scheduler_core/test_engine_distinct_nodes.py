@@ -457,3 +457,19 @@ def test_distinct_nodes_eta_clear_of_a_window_counts_cpus_beside_the_gpus():
         .snapshot()
     )
     assert eta_and_start(snap) == (3000.0, 3000.0)
+
+
+def test_same_leaf_distinct_nodes_eta_counts_cpus_beside_the_gpus():
+    """A ``same_leaf`` gang on distinct nodes needs one leaf with a node with room for each
+    member, CPUs too. Leaf l0: a0 free, a1's GPUs free but job h holds 60 of its 64 CPUs until
+    t=3000; leaf l1: b0 and b1 full until t=2000. Two members of 4 GPUs and 32 CPUs start on
+    l1 at t=2000 (until 7 Dec l0 was counted as having room now, and no ETA was told)."""
+    snap = (
+        make_cluster().nodes(2, prefix="a", leaf="l0").nodes(2, prefix="b", leaf="l1").at(0)
+        .running(make_running(make_job("h").gpus(2).cpus_per_gpu(30).limit(3000)).on("a1", 0, 1),
+                 make_running(make_job("r").gpus(16).limit(2000)).on("b0", *range(8)).on("b1", *range(8)))
+        .pending(make_job("d").gpus(8).per_node(4).cpus_per_gpu(8).topology("same_leaf").limit(600)
+                 .distinct_nodes())
+        .snapshot()
+    )
+    assert eta_and_start(snap) == (2000.0, 2000.0)
