@@ -42,6 +42,7 @@ from controlplane.models import (
 from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services import access, job_history
 from controlplane.services.instants import InstantRefused, instant_from_text
+from controlplane.services.whole_numbers import NotAWholeNumber, whole_number
 
 
 def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
@@ -117,12 +118,26 @@ class ListFilterSet(filters.FilterSet):
 MAX_ID = 2**63 - 1
 
 
+class WholeNumberFormField(forms.IntegerField):
+    """A whole number as services/whole_numbers.py reads one. Django's IntegerField reads it
+    with int() after dropping a fraction of zeros: `?id=1.0` listed job 1, `?id=٣` job 3."""
+
+    def to_python(self, value: Any) -> int | None:
+        if value in self.empty_values:
+            return None
+        try:
+            return whole_number(str(value))
+        except NotAWholeNumber as refused:
+            # a parameter, not the text: django-filter %-formats the message
+            raise forms.ValidationError("%(said)s.", code="invalid", params={"said": str(refused)}) from None
+
+
 @extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
 class IdFilter(filters.NumberFilter):
     """A row's id: a whole number from 1 to MAX_ID, else a 400 (django-filter's NumberFilter
     takes decimals, so `?job=1.5` matched job 1, and a 20-digit id overflowed SQLite: a 500)."""
 
-    field_class = forms.IntegerField
+    field_class = WholeNumberFormField
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("min_value", 1)
@@ -142,7 +157,7 @@ class IntegerFilter(filters.NumberFilter):
     """A whole number within `min_value`..`max_value` (default: a PostgreSQL integer), else a 400
     naming the parameter (NumberFilter takes `1.5`, and a 20-digit number reached the database)."""
 
-    field_class = forms.IntegerField
+    field_class = WholeNumberFormField
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("min_value", -MAX_INT - 1)
@@ -457,7 +472,7 @@ class PriorityClassFilterSet(ListFilterSet):
 
 class GpuTypeFilterSet(ListFilterSet):
     name = filters.CharFilter(field_name="name")
-    min_memory_gb = filters.NumberFilter(field_name="memory_gb", lookup_expr="gte")
+    min_memory_gb = IntegerFilter(field_name="memory_gb", lookup_expr="gte", min_value=0)
 
     class Meta:
         model = GpuType

@@ -45,7 +45,7 @@ from rest_framework.views import APIView
 from controlplane.api import throttling
 from controlplane.api.errors import Conflict, exception_handler, flatten
 from controlplane.api.parsers import BoundedJSONParser
-from controlplane.api.serializers.fields import NameField
+from controlplane.api.serializers.fields import NameField, WholeNumberField
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN
@@ -228,15 +228,15 @@ MAX_GPUS = 1024
 class DeviceSerializer(serializers.Serializer):
     # Only logged (the node's registration event), but bounded as the columns of the inventory
     # are: until 5 Dec an index of 2**63 or 10**30 MB went into the event as given.
-    index = serializers.IntegerField(min_value=0, max_value=MAX_GPUS - 1)
+    index = WholeNumberField(min_value=0, max_value=MAX_GPUS - 1)
     name = serializers.CharField(max_length=128, required=False, allow_blank=True)
     uuid = serializers.CharField(max_length=128, required=False, allow_blank=True)
-    memory_mb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
+    memory_mb = WholeNumberField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
 
 
 def _generations() -> serializers.ListField:
     """What an agent says it runs: generations, each at most a bigint."""
-    return serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_GENERATION),
+    return serializers.ListField(child=WholeNumberField(min_value=1, max_value=MAX_GENERATION),
                                  required=False, max_length=4096)
 
 
@@ -246,10 +246,10 @@ class RegisterSerializer(serializers.Serializer):
     # the admin and the API's nodes/ take them.
     pool = NameField(max_length=64, required=False)
     gpu_type = serializers.CharField(max_length=64, required=False)
-    gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False)
+    gpu_count = WholeNumberField(min_value=1, max_value=MAX_GPUS, required=False)
     # (Node.cpus and Node.memory_gb are integer columns: one beyond was a 500, "integer out of range")
-    cpus = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
-    memory_gb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
+    cpus = WholeNumberField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
+    memory_gb = WholeNumberField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
     leaf_switch = NameField(max_length=64, required=False)
     spine = NameField(max_length=64, required=False)
     capacity_tier = serializers.ChoiceField(choices=CapacityTier.choices, required=False)
@@ -275,12 +275,12 @@ class RegisterSerializer(serializers.Serializer):
 
 class ReportSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=protocol.REPORT_KINDS)
-    generation = serializers.IntegerField(min_value=1, max_value=MAX_GENERATION)
+    generation = WholeNumberField(min_value=1, max_value=MAX_GENERATION)
     at = serializers.DateTimeField()
-    exit_code = serializers.IntegerField(required=False, allow_null=True, min_value=-255, max_value=255)
+    exit_code = WholeNumberField(required=False, allow_null=True, min_value=-255, max_value=255)
     # (bigint columns: one beyond was a 500 from PostgreSQL's "bigint out of range")
-    steps = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
-    useful_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
+    steps = WholeNumberField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
+    useful_tokens = WholeNumberField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
     last_checkpoint_at = serializers.DateTimeField(required=False, allow_null=True)
     started_at = serializers.DateTimeField(required=False, allow_null=True)
     gpu_activity = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
@@ -303,10 +303,10 @@ class ReportSerializer(serializers.Serializer):
 class LogChunkSerializer(serializers.Serializer):
     """New output of one rank of one run: `bytes` bytes from byte `offset` on, as UTF-8 text."""
 
-    generation = serializers.IntegerField(min_value=1, max_value=MAX_GENERATION)
-    rank = serializers.IntegerField(min_value=0, max_value=1_000_000)
-    offset = serializers.IntegerField(min_value=0, max_value=MAX_LOG_OFFSET)
-    bytes = serializers.IntegerField(min_value=1, max_value=job_logs.CHUNK_BYTES)
+    generation = WholeNumberField(min_value=1, max_value=MAX_GENERATION)
+    rank = WholeNumberField(min_value=0, max_value=1_000_000)
+    offset = WholeNumberField(min_value=0, max_value=MAX_LOG_OFFSET)
+    bytes = WholeNumberField(min_value=1, max_value=job_logs.CHUNK_BYTES)
     text = serializers.CharField(trim_whitespace=False, max_length=job_logs.CHUNK_BYTES)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -763,7 +763,7 @@ class WaitItemSerializer(serializers.Serializer):
 
 class WaitSerializer(serializers.Serializer):
     nodes = WaitItemSerializer(many=True, min_length=1, max_length=4096)
-    since = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    since = WholeNumberField(min_value=0, required=False, allow_null=True, default=None)
     timeout_s = serializers.FloatField(min_value=0.0, max_value=agent_wakeups.MAX_WAIT_S, required=False, default=20.0)
     # The reply carries each woken node's desired state (what a report with no reports would
     # answer), so the agent needs no request of its own to fetch it.

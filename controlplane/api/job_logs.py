@@ -14,7 +14,6 @@ The job is looked up as GET jobs/{id}/ does: another team's job is a 404 here to
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
@@ -22,8 +21,10 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer
 
+from controlplane.api.serializers.fields import WholeNumberField
 from controlplane.models import Job
 from controlplane.services import job_logs
+from controlplane.services.whole_numbers import is_whole_number, whole_number
 
 MAX_RANK = 1_000_000
 #: A log offset is a bigint (JobLogChunk.offset; the agent's chunks end at 2⁶³−1 at most): past
@@ -61,14 +62,9 @@ def _whole(params: Any, name: str, least: int, most: int | None = None) -> int |
         return None
     text = str(raw)
     span = f"from {least} to {most}" if most is not None else f"{least} or more"
-    # digits only: int() also reads "1_000", "+5" and " 0"
-    if not re.fullmatch(r"-?[0-9]+", text):
+    if not is_whole_number(text):
         raise ValidationError({name: [f"'{text[:40]}' is not a whole number: give {least} or more."]})
-    try:
-        value = int(text)
-    except ValueError:
-        # more digits than Python reads into an int (4,300): out of range, not "not a number"
-        raise ValidationError({name: [f"{text[:40]}… is out of range: give {span}."]}) from None
+    value = whole_number(text)
     if value < least or (most is not None and value > most):
         shown = text if len(text) <= 40 else f"{text[:40]}…"
         raise ValidationError({name: [f"{shown} is out of range: give {span}."]})
@@ -120,17 +116,17 @@ PARAMETERS = [
 ]
 
 RESPONSE = inline_serializer("JobLogs", fields={
-    "job": serializers.IntegerField(),
+    "job": WholeNumberField(),
     "job_state": serializers.CharField(),
-    "generation": serializers.IntegerField(allow_null=True, help_text="The run read (null: the job never ran)."),
-    "generations": serializers.ListField(child=serializers.IntegerField(), help_text="Every run, oldest first."),
-    "rank": serializers.IntegerField(),
-    "ranks": serializers.ListField(child=serializers.IntegerField(), help_text="Ranks of this run with output."),
+    "generation": WholeNumberField(allow_null=True, help_text="The run read (null: the job never ran)."),
+    "generations": serializers.ListField(child=WholeNumberField(), help_text="Every run, oldest first."),
+    "rank": WholeNumberField(),
+    "ranks": serializers.ListField(child=WholeNumberField(), help_text="Ranks of this run with output."),
     "node": serializers.CharField(allow_null=True, help_text="Where this rank ran."),
-    "offset": serializers.IntegerField(help_text="Byte offset where `text` begins."),
-    "next_offset": serializers.IntegerField(help_text="Ask from here for what comes next (follow)."),
-    "end_offset": serializers.IntegerField(help_text="Bytes received of this rank so far."),
-    "pruned_bytes": serializers.IntegerField(help_text="Bytes at the start no longer kept."),
+    "offset": WholeNumberField(help_text="Byte offset where `text` begins."),
+    "next_offset": WholeNumberField(help_text="Ask from here for what comes next (follow)."),
+    "end_offset": WholeNumberField(help_text="Bytes received of this rank so far."),
+    "pruned_bytes": WholeNumberField(help_text="Bytes at the start no longer kept."),
     "more": serializers.BooleanField(help_text="A forward read stopped at 1 MiB: more after next_offset."),
     "notice": serializers.CharField(help_text="What is missing, in words (pruned bytes, no output yet)."),
     "text": serializers.CharField(help_text="The output, UTF-8 (undecodable bytes read as U+FFFD)."),

@@ -31,7 +31,7 @@ from rest_framework.response import Response
 
 from controlplane.api.errors import Conflict
 from controlplane.api.permissions import IsAdmin, ReadOnlyUnlessAdmin
-from controlplane.api.serializers.fields import ZonedDateTimeField
+from controlplane.api.serializers.fields import WholeNumberField, ZonedDateTimeField
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.filtersets import MaintenanceWindowFilterSet
 from controlplane.models import MaintenanceWindow
@@ -41,14 +41,14 @@ from controlplane.services.access import access_of
 
 
 class AffectedJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField(allow_null=True, help_text="The job's id; null for a job of a team you cannot read.")
+    id = WholeNumberField(allow_null=True, help_text="The job's id; null for a job of a team you cannot read.")
     name = serializers.CharField(allow_null=True, help_text="Its name; null for a job of a team you cannot read.")
     team = serializers.CharField()
     state = serializers.CharField()
-    gpus = serializers.IntegerField(help_text="GPUs it holds on the window's nodes.")
+    gpus = WholeNumberField(help_text="GPUs it holds on the window's nodes.")
     nodes = serializers.ListField(child=serializers.CharField(), help_text="The window's nodes it runs on.")
     started_at = serializers.DateTimeField()
-    runtime_limit_s = serializers.IntegerField()
+    runtime_limit_s = WholeNumberField()
     holds_until = serializers.DateTimeField(
         help_text="When its runtime limit ends (or its stop's deadline): it holds its GPUs until then at most.")
 
@@ -58,11 +58,11 @@ class MaintenanceWindowSerializer(serializers.Serializer):
     services/maintenance.affected_running_jobs gives them for the page of windows, and
     `context["overlapping"]` the windows overlapping each (services/maintenance.overlapping_windows)."""
 
-    id = serializers.IntegerField(read_only=True)
+    id = WholeNumberField(read_only=True)
     nodes = serializers.ListField(child=serializers.CharField(), read_only=True)
     start_at = serializers.DateTimeField(read_only=True)
     end_at = serializers.DateTimeField(read_only=True)
-    duration_s = serializers.IntegerField(read_only=True)
+    duration_s = WholeNumberField(read_only=True)
     reason = serializers.CharField(read_only=True)
     state = serializers.ChoiceField(choices=MaintenanceWindowState.choices, read_only=True,
                                     help_text="upcoming, active (begun, not ended), ended or cancelled: now.")
@@ -75,7 +75,7 @@ class MaintenanceWindowSerializer(serializers.Serializer):
         help_text="Running jobs on its nodes that will still hold GPUs when it begins, by their runtime limits: "
                   "drain or cancel them (the scheduler stops none). Empty for an ended or cancelled window.")
     overlapping_windows = serializers.ListField(
-        child=serializers.IntegerField(), read_only=True,
+        child=WholeNumberField(), read_only=True,
         help_text="Ids of the other windows, not cancelled, that overlap this one in time on a node they share: "
                   "stored before new windows were refused for overlapping. Merge them (change one, cancel the "
                   "other). Empty for a cancelled window.")
@@ -119,7 +119,7 @@ class MaintenanceWindowWriteSerializer(serializers.Serializer):
     # (no bound here: the window's own rule says a length too long, "at most 14 d"
     # (services/maintenance.py), where a bound of 2147483647 s refused `-d 100000d` in words
     # nobody typed)
-    duration_s = serializers.IntegerField(required=False,
+    duration_s = WholeNumberField(required=False,
                                           help_text="How long it lasts, in seconds (instead of end_at).")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False,
                                    help_text="What the maintenance is, e.g. firmware upgrade (one line, ≤ 200 "

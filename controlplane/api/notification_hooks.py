@@ -31,13 +31,19 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.serializers.fields import PutReplacesWholeMixin, no_record_named
+from controlplane.api.serializers.fields import (
+    PutReplacesWholeMixin,
+    WholeNumberField,
+    no_record_named,
+    whole_number_fields,
+)
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
 
 
 class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSerializer):
+    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
     user = serializers.CharField(source="user.username", read_only=True)
     team = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64,
                                  help_text="A team's name: every job of that team; null/absent: your own jobs.")
@@ -232,8 +238,8 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         return Response(self.get_serializer(rotated).data)
 
     @extend_schema(request=None, responses=inline_serializer("NotificationTest", {
-        "delivered": serializers.BooleanField(), "status": serializers.IntegerField(allow_null=True),
-        "detail": serializers.CharField(), "delivery": serializers.IntegerField(),
+        "delivered": serializers.BooleanField(), "status": WholeNumberField(allow_null=True),
+        "detail": serializers.CharField(), "delivery": WholeNumberField(),
         "seconds": serializers.FloatField()}))
     @action(detail=True, methods=["post"])
     def test(self, request: Request, pk: str | None = None) -> Response:
@@ -253,11 +259,11 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
                          "seconds": round(outcome.seconds, 3)})
 
     @extend_schema(responses=inline_serializer("NotificationDeliveryRow", {
-        "id": serializers.IntegerField(), "event": serializers.CharField(),
-        "job_id": serializers.IntegerField(allow_null=True), "created_at": serializers.DateTimeField(),
-        "attempts": serializers.IntegerField(), "delivered_at": serializers.DateTimeField(allow_null=True),
+        "id": WholeNumberField(), "event": serializers.CharField(),
+        "job_id": WholeNumberField(allow_null=True), "created_at": serializers.DateTimeField(),
+        "attempts": WholeNumberField(), "delivered_at": serializers.DateTimeField(allow_null=True),
         "next_attempt_at": serializers.DateTimeField(allow_null=True),
-        "last_status": serializers.IntegerField(allow_null=True), "last_error": serializers.CharField(),
+        "last_status": WholeNumberField(allow_null=True), "last_error": serializers.CharField(),
         "text": serializers.CharField()}, many=True))
     # A list, not a page (the schema said one, with limit and offset, which it ignored): ONE_LIST.
     @action(detail=True, methods=["get"], **ONE_LIST)
@@ -272,7 +278,7 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         } for r in rows])
 
     @extend_schema(responses=inline_serializer("NotificationHookChange", {
-        "id": serializers.IntegerField(help_text="The config.changed event's id."),
+        "id": WholeNumberField(help_text="The config.changed event's id."),
         "at": serializers.DateTimeField(), "actor": serializers.CharField(help_text="user:alice, user:root, ..."),
         "change": serializers.ChoiceField(choices=["created", "changed", "deleted"]),
         "message": serializers.CharField(help_text="The event's sentence, the URL masked."),

@@ -12,7 +12,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import force_instance
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import PutReplacesWholeMixin
+from controlplane.api.serializers.fields import PutReplacesWholeMixin, WholeNumberField
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -26,7 +26,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class DatabaseUnavailableSerializer(ErrorSerializer):
-    retry_after = serializers.IntegerField(help_text="Seconds to wait before retrying, as in the Retry-After header.")
+    retry_after = WholeNumberField(help_text="Seconds to wait before retrying, as in the Retry-After header.")
 
 
 _DESCRIPTIONS = {

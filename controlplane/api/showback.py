@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.filter_backends import refuse_unknown_parameters
-from controlplane.api.serializers.fields import NamedChoiceField
+from controlplane.api.serializers.fields import NamedChoiceField, WholeNumberField
 from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.models import Team
 from controlplane.services import accounting, showback, utilization_series
@@ -118,7 +118,7 @@ _ALLOCATION = inline_serializer(
         "totalCost": serializers.FloatField(),
         "usdPerGpuHour": serializers.FloatField(required=False, allow_null=True),
         "usdPerProductiveGpuHour": serializers.FloatField(required=False, allow_null=True),
-        "usefulTokens": serializers.IntegerField(required=False),
+        "usefulTokens": WholeNumberField(required=False),
         "usdPerUsefulToken": serializers.FloatField(required=False, allow_null=True),
         "usdPerMillionTokens": serializers.FloatField(required=False, allow_null=True),
         "costWithoutTokens": serializers.FloatField(
@@ -149,7 +149,7 @@ _ALLOCATION = inline_serializer(
 SHOWBACK_RESPONSE = inline_serializer(
     "Showback",
     fields={
-        "code": serializers.IntegerField(),
+        "code": WholeNumberField(),
         "window": serializers.DictField(child=serializers.CharField(), help_text="The window actually covered."),
         "requestedWindow": serializers.CharField(),
         "aggregate": serializers.CharField(),
@@ -219,7 +219,7 @@ UTILIZATION_RESPONSE = inline_serializer(
         "window": serializers.DictField(child=serializers.CharField()),
         "team": serializers.CharField(allow_null=True),
         "bucket": serializers.CharField(),
-        "bucketSeconds": serializers.IntegerField(),
+        "bucketSeconds": WholeNumberField(),
         "points": serializers.ListField(child=inline_serializer("UtilizationPoint", fields={
             "t": serializers.DateTimeField(),
             "seconds": serializers.FloatField(),

@@ -32,6 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.services.whole_numbers import is_whole_number, whole_number
+
 #: Slurm's dependency types, in the order the text lists them.
 CONDITIONS = ("after", "afterok", "afternotok", "afterany")
 #: Slurm's `singleton`: one job of a name and submitter at a time (it names no job).
@@ -126,13 +128,13 @@ def parse(text: str) -> list[dict[str, Any]]:
         if not sep or not ids:
             raise BadDependencyText(f"'{part}' names no job; write {kind}:JOB (e.g. {kind}:12)")
         for ref in ids.split(":"):
-            if ref.isascii() and ref.isdigit() and int(ref) > 0:
-                items.append({"job": int(ref), "condition": kind})
+            if is_whole_number(ref, signed=False) and whole_number(ref) > 0:
+                items.append({"job": whole_number(ref), "condition": kind})
                 continue
             if not ref:
                 raise BadDependencyText(f"'{part}' has an empty job id: a ':' at the end or two together; write "
                                         f"{kind}:12:13")
-            if ref.isascii() and ref.removeprefix("-").isdigit():  # 0, -3: numbers, not ids
+            if is_whole_number(ref):  # 0, -3: numbers, not ids
                 raise BadDependencyText(f"'{ref}' is not a job id: job ids start at 1")
             try:
                 items.append({"array": str(uuid.UUID(ref)), "condition": kind})

@@ -31,6 +31,7 @@ from controlplane.choices import DependencyMode, EventKind, JobHold, JobState, T
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, dependencies, fleet_capability, hold_text
 from controlplane.services.transitions import event_fields
+from controlplane.services.whole_numbers import is_whole_number, whole_number
 from scheduler_core.sentences import counted, duration, gang_roles
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
@@ -144,9 +145,9 @@ def parse_array_limit(spec: str) -> tuple[str, int | None]:
     if not sep:
         return spec, None
     limit = limit.strip()
-    if not (limit.isascii() and limit.isdigit()):  # int() reads other digits, signs and spaces too
-        raise ValueError(f"'%{limit}' is not a task limit: a number of tasks after the %, as in 0-99%10")
-    value = int(limit)
+    if not is_whole_number(limit, signed=False):
+        raise ValueError(f"'%{limit[:40]}' is not a task limit: a number of tasks after the %, as in 0-99%10")
+    value = whole_number(limit)
     if value < 1:
         raise ValueError("a task limit of 0 would run none of its tasks: give 1 or more after the %, as in 0-99%10")
     if value > MAX_ARRAY_TASKS:

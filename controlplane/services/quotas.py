@@ -13,6 +13,7 @@ from controlplane.models import AllocationGpu, Event, Node, Quota, Team
 from controlplane.services.quota_text import LENT_SHARE_NOTE, is_share, lent_said
 from controlplane.services.transitions import event_fields
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
+from controlplane.services.whole_numbers import is_whole_number
 
 
 def quota_record(quota: Quota) -> dict[str, Any]:
@@ -110,7 +111,7 @@ _A_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,64}")
 
 
 def _a_key(value: Any) -> bool:
-    return isinstance(value, int) or (isinstance(value, str) and value.isascii() and value.isdigit()
+    return isinstance(value, int) or (isinstance(value, str) and is_whole_number(value, signed=False)
                                       and len(value) < 19)
 
 

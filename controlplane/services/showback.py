@@ -57,6 +57,7 @@ from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, shar
 from controlplane.services.showback_names import IDLE, TOTAL, UNALLOCATED, project_key
 from controlplane.services.spreadsheet_cells import text_cell
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
+from controlplane.services.whole_numbers import is_whole_number, whole_number
 
 GROUP_BY = ("team", "project", "job", "priority_class")
 #: The kinds of row a report has (`ShowbackEntry.kind`): the JSON's `kind` on each allocation and
@@ -120,15 +121,17 @@ def parse_window(text: str, now: datetime) -> Window:
             raise AccountingQueryError("window", f"'{text}' spans more than ten years; use a shorter window.")
         return Window(start, end, text)
     number, unit = text[:-1], text[-1:].lower()
-    if unit not in _WINDOW_UNITS or not number.isdigit() or int(number) <= 0:
+    # isdigit() then int(): '²d' passed the one and broke the other (a 500), '٣d' read as 3d
+    count = whole_number(number) if number.isdigit() and is_whole_number(number) else 0
+    if unit not in _WINDOW_UNITS or count <= 0:
         raise AccountingQueryError(
-            "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
+            "window", f"'{text[:40]}' is not a window: use a positive whole number with m, h, d or w (7d), "
             "today, yesterday (in any case), or start,end in RFC 3339."
         )
-    seconds = int(number) * _WINDOW_UNITS[unit]
+    seconds = count * _WINDOW_UNITS[unit]
     if seconds > _MAX_WINDOW_S:
-        raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
-    return Window(now - timedelta(seconds=seconds), now, f"{int(number)}{unit}", timedelta(seconds=seconds))
+        raise AccountingQueryError("window", f"'{text[:40]}' reaches back more than ten years; use a shorter window.")
+    return Window(now - timedelta(seconds=seconds), now, f"{count}{unit}", timedelta(seconds=seconds))
 
 
 def _instant(text: str) -> datetime:

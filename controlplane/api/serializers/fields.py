@@ -21,6 +21,7 @@ from controlplane.models.names import name_problem
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
+from controlplane.services.whole_numbers import NotAWholeNumber, whole_number
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
@@ -113,6 +114,26 @@ class PutReplacesWholeMixin:
                 if not field.read_only and not field.write_only and name not in data}
 
 
+class WholeNumberField(serializers.IntegerField):
+    """A whole number as services/whole_numbers.py reads one: a JSON integer, or the digits 0-9
+    as a string (with a leading -). DRF's IntegerField read it with int() after dropping a
+    fraction of zeros, so `"٣"`, `"３"`, `"3_0"` (30), `" 4 "`, `"8.0"` and `8.0` were taken;
+    they are a 400 on the field saying what is wrong. Every writable integer of the API is one
+    (tests/controlplane/api/test_api_whole_numbers.py holds them to it)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        try:
+            return whole_number(data)
+        except NotAWholeNumber as refused:
+            raise serializers.ValidationError(str(refused), code="invalid") from None
+
+
+def whole_number_fields(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    """A ModelSerializer's field mapping with each model integer field typed as WholeNumberField."""
+    return {model_field: WholeNumberField if issubclass(field, serializers.IntegerField) else field
+            for model_field, field in mapping.items()}
+
+
 class ConstraintCheckedModelSerializer(PutReplacesWholeMixin, StrictFieldsMixin, serializers.ModelSerializer):
     """Runs the model's database constraints and its own ``clean()`` rules in Python before
     writing (as the admin's forms do), so a violation is a 400 naming the rule rather than an
@@ -124,6 +145,8 @@ class ConstraintCheckedModelSerializer(PutReplacesWholeMixin, StrictFieldsMixin,
     and every later `now - timedelta(seconds=…)` overflowed (the scheduling loop's snapshot, a
     cancel's grace deadline, a drain's list of running jobs): 500s and a loop that never cycled
     again. PostgreSQL refused the same value as a 400 on the field."""
+
+    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
 
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)

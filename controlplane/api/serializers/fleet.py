@@ -13,7 +13,9 @@ from controlplane.api.serializers.fields import (
     HoldReasonField,
     NamedRecordField,
     StrictFieldsMixin,
+    WholeNumberField,
     ZonedDateTimeField,
+    whole_number_fields,
 )
 from controlplane.api.serializers.sentences import said
 from controlplane.models import Cohort, Event, GpuType, Node, PriceRate, PriorityClass, Project, Quota, Team
@@ -224,7 +226,7 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
 
 class GpuTypeSerializer(ConstraintCheckedModelSerializer):
     relative_throughput = serializers.FloatField(min_value=0.001, max_value=1e6, required=False)
-    memory_gb = serializers.IntegerField(
+    memory_gb = WholeNumberField(
         min_value=MIN_GPU_MEMORY_GB, max_value=MAX_GPU_MEMORY_GB, help_text="Memory of one GPU, in GB.",
         error_messages={"min_value": GPU_MEMORY_WORDS, "max_value": GPU_MEMORY_WORDS})
 
@@ -249,10 +251,10 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
 
 class NodeSerializer(ConstraintCheckedModelSerializer):
     gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all(), lists_names=True)
-    allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
+    allocated_gpus = WholeNumberField(read_only=True, help_text="GPUs held by live allocations now.")
     # Read-only, no default: DRF puts a read-only field's default into the data it saves (a PUT of
     # the node as read answered 500).
-    maintenance_window = serializers.IntegerField(
+    maintenance_window = WholeNumberField(
         read_only=True, allow_null=True,
         help_text="The maintenance window holding the node now (it takes no work until it ends); null: none.")
     maintenance_ends_at = serializers.DateTimeField(read_only=True, allow_null=True,
@@ -313,10 +315,10 @@ class NodeActionSerializer(StrictFieldsMixin, serializers.Serializer):
 
 
 class NodeRunningJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = WholeNumberField()
     name = serializers.CharField()
     team = serializers.CharField()
-    gpus = serializers.IntegerField(help_text="GPUs it holds on this node.")
+    gpus = WholeNumberField(help_text="GPUs it holds on this node.")
     other_nodes = serializers.ListField(child=serializers.CharField(), help_text="The other nodes of its gang.")
     stopping = serializers.BooleanField(help_text="Told to stop (preempted, cancelled, requeued, timed out).")
     holds_until = serializers.DateTimeField(help_text="The latest it holds the node: its start plus its runtime "
@@ -352,6 +354,7 @@ class EventListSerializer(serializers.ListSerializer):
 
 
 class EventSerializer(serializers.ModelSerializer):
+    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
     node = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     team = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     data = serializers.DictField(read_only=True)

@@ -22,6 +22,7 @@ from controlplane.api.serializers.fields import (
     NameField,
     StrictFieldsMixin,
     TextField,
+    WholeNumberField,
 )
 from controlplane.api.serializers.jobs import JobSerializer
 from controlplane.choices import DependencyCondition, DependencyMode, Topology, WorkloadClass
@@ -40,12 +41,12 @@ MAX_JOB_GPUS = 65_536
 MAX_GPUS_PER_NODE = 1024
 
 
-def _positive(**kwargs: Any) -> serializers.IntegerField:
-    return serializers.IntegerField(min_value=1, max_value=MAX_INT, **kwargs)
+def _positive(**kwargs: Any) -> WholeNumberField:
+    return WholeNumberField(min_value=1, max_value=MAX_INT, **kwargs)
 
 
-def _count(**kwargs: Any) -> serializers.IntegerField:
-    return serializers.IntegerField(min_value=0, max_value=MAX_INT, **kwargs)
+def _count(**kwargs: Any) -> WholeNumberField:
+    return WholeNumberField(min_value=0, max_value=MAX_INT, **kwargs)
 
 
 class HoldSerializer(StrictFieldsMixin, serializers.Serializer):
@@ -90,8 +91,8 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
     member on one node; what a role leaves out (GPU types, memory, CPUs) it takes from the job."""
 
     name = NameField(max_length=64, help_text="The role's name, e.g. `trainer`, `rollout`, `reward`.")
-    count = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, help_text="Members of this role.")
-    gpus_per_member = serializers.IntegerField(
+    count = WholeNumberField(min_value=1, max_value=MAX_JOB_GPUS, help_text="Members of this role.")
+    gpus_per_member = WholeNumberField(
         min_value=1, max_value=MAX_GPUS_PER_NODE, help_text="GPUs of each member, on one node.")
     gpu_type = TextField(required=False, max_length=64, help_text="Shorthand for gpu_types=[…].")
     gpu_types = serializers.ListField(child=TextField(max_length=64), required=False, max_length=32,
@@ -180,7 +181,7 @@ class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
         list_serializer_class = DependencyListSerializer
 
     # A job's id is a bigint: an id past 2**31 - 1 is no job you can see, not "at most 2147483647".
-    job = serializers.IntegerField(min_value=1, max_value=MAX_JOB_ID, required=False,
+    job = WholeNumberField(min_value=1, max_value=MAX_JOB_ID, required=False,
                                    help_text="The id of the job waited on.")
     array = serializers.UUIDField(required=False, help_text="Or a job array's id: every one of its tasks.")
     condition = NamedChoiceField(
@@ -234,10 +235,10 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
 
     name = NameField(max_length=128, help_text="What the job is called (one line of visible text).")
-    gpus = serializers.IntegerField(
+    gpus = WholeNumberField(
         min_value=1, max_value=MAX_JOB_GPUS, help_text="GPUs the job needs (its preferred size if elastic)."
     )
-    gpus_per_node = serializers.IntegerField(
+    gpus_per_node = WholeNumberField(
         min_value=1, max_value=MAX_GPUS_PER_NODE, required=False, allow_null=True,
         help_text="GPUs on each node of the gang; omitted: the scheduler decides (whole nodes for jobs of a node or more).",
     )
@@ -258,9 +259,9 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "gpus_per_node GPUs gets a node of its own. Omitted or false: members are packed, two on a node "
                   "with room for both. Needs gpus_per_node (or roles) and at least two members; not with same_node.",
     )
-    min_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
+    min_gpus = WholeNumberField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
                                         help_text="Elastic: the smallest size it runs at.")
-    max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
+    max_gpus = WholeNumberField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
                                         help_text="Elastic: the largest size it can use.")
     priority_class = TextField(
         required=False, max_length=64, help_text="Priority class name; default: the team's default class."
@@ -268,7 +269,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     team = TextField(required=False, max_length=64, help_text="Team name; default: your team.")
     project = TextField(required=False, max_length=64, help_text="Project name within the team.")
     workload = NamedChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
-    runtime_limit_s = serializers.IntegerField(
+    runtime_limit_s = WholeNumberField(
         # Up to its priority class's maximum, which the submit names in days (qm submit -t 99999d
         # was told "Ensure this value is less than or equal to 2147483647."); the bound here only
         # keeps out numbers no limit is near.
@@ -304,7 +305,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "one of them met is enough, and it is cancelled only once none can be.",
     )
     dependency_mode = dependency_mode_field()
-    array_task_limit = serializers.IntegerField(
+    array_task_limit = WholeNumberField(
         min_value=1, max_value=MAX_ARRAY_TASKS, required=False, allow_null=True,
         help_text="A job array's task limit (Slurm's `--array=0-99%10`): at most this many of its tasks hold "
                   "GPUs at once, the rest wait with reason JobArrayTaskLimit. Only for an array (POST "
@@ -544,7 +545,7 @@ class JobArraySubmitSerializer(JobSubmitSerializer):
 class JobArrayLimitSerializer(StrictFieldsMixin, serializers.Serializer):
     """`PATCH job-arrays/{array_id}/`: the array's task limit (`scontrol update ArrayTaskThrottle=`)."""
 
-    array_task_limit = serializers.IntegerField(
+    array_task_limit = WholeNumberField(
         min_value=1, max_value=MAX_ARRAY_TASKS, allow_null=True,
         help_text="At most this many of its tasks hold GPUs at once (Slurm's ArrayTaskThrottle); null lifts the "
                   "limit. Set on every task of the array; running tasks above a lowered limit keep running.",

@@ -12,7 +12,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import NamedRecordField
+from controlplane.api.serializers.fields import NamedRecordField, WholeNumberField, whole_number_fields
 from controlplane.api.serializers.scheduling_loop import LoopStateSerializer
 from controlplane.api.serializers.sentences import said
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
@@ -31,7 +31,7 @@ class _WhileWaiting:
         return super().get_attribute(instance) if instance.state == JobState.PENDING else None  # type: ignore[misc]
 
 
-class _QueuePositionField(_WhileWaiting, serializers.IntegerField):
+class _QueuePositionField(_WhileWaiting, WholeNumberField):
     pass
 
 
@@ -47,7 +47,7 @@ class _EtaToldField(serializers.DateTimeField):
         return super().get_attribute(instance) if instance.started_at is not None else None
 
 
-class _GpusHeldField(serializers.IntegerField):
+class _GpusHeldField(WholeNumberField):
     """The job's annotation when read with it, otherwise counted (see gpus_held)."""
 
     def get_attribute(self, instance: Any) -> int:
@@ -117,7 +117,7 @@ class _HistoryField:
         return type(self).figure(instance)
 
 
-class _ElapsedField(serializers.IntegerField):
+class _ElapsedField(WholeNumberField):
     def get_attribute(self, instance: Any) -> int | None:
         return job_history.elapsed_seconds(instance, read_at(instance))
 
@@ -134,7 +134,7 @@ class _RanOnField(_HistoryField, serializers.ListField):
     figure = job_history.ran_on
 
 
-class _LastRunGpusField(_HistoryField, serializers.IntegerField):
+class _LastRunGpusField(_HistoryField, WholeNumberField):
     figure = job_history.last_run_gpus
 
 
@@ -145,6 +145,7 @@ def read_at(job: Job) -> datetime:
 
 
 class JobSerializer(serializers.ModelSerializer):
+    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
     team = NamedRecordField(slug_field="name", read_only=True)
     project = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     submitter = NamedRecordField(slug_field="username", read_only=True, allow_null=True)
@@ -162,7 +163,7 @@ class JobSerializer(serializers.ModelSerializer):
                   "afterany), satisfied_at (null until met) and the job's state now; empty for none.",
     )
     dependents = _DependentsField(
-        child=serializers.IntegerField(), read_only=True,
+        child=WholeNumberField(), read_only=True,
         help_text="The ids of the jobs that wait on this one (their `dependencies` name it).",
     )
     singleton = serializers.BooleanField(
@@ -387,20 +388,20 @@ class JobArraySerializer(serializers.Serializer):
     array_id = serializers.UUIDField()
     name = serializers.CharField()
     team = serializers.CharField()
-    count = serializers.IntegerField()
-    states = serializers.DictField(child=serializers.IntegerField(), help_text="Tasks per state.")
+    count = WholeNumberField()
+    states = serializers.DictField(child=WholeNumberField(), help_text="Tasks per state.")
     state_labels = serializers.DictField(
-        child=serializers.IntegerField(),
+        child=WholeNumberField(),
         help_text="Tasks per state_label: the states, a stopping task counted by why it stops "
                   "('stopping: cancelled', 'preempting', ...).",
     )
-    held = serializers.IntegerField(
+    held = WholeNumberField(
         help_text="How many of its pending tasks are held (out of the queue until released); they are among "
                   "`pending` in `states` and `state_labels`.",
     )
-    job_ids = serializers.ListField(child=serializers.IntegerField(), help_text="Job ids in index order.")
-    indices = serializers.ListField(child=serializers.IntegerField())
-    array_task_limit = serializers.IntegerField(
+    job_ids = serializers.ListField(child=WholeNumberField(), help_text="Job ids in index order.")
+    indices = serializers.ListField(child=WholeNumberField())
+    array_task_limit = WholeNumberField(
         allow_null=True, help_text="At most this many of its tasks hold GPUs at once (Slurm's `%N`); null: no limit.")
 
 
@@ -408,17 +409,17 @@ class JobArrayLimitResultSerializer(JobArraySerializer):
     """`PATCH job-arrays/{array_id}/`: the array after the change, and what it did."""
 
     changed = serializers.BooleanField(help_text="False when the array already had that limit.")
-    was = serializers.IntegerField(allow_null=True, help_text="The limit before (null: none).")
+    was = WholeNumberField(allow_null=True, help_text="The limit before (null: none).")
     detail = serializers.CharField()
 
 
 class JobArrayCancelSerializer(JobArraySerializer):
     """`POST job-arrays/{array_id}/cancel/`: the array after the cancel, and what it did."""
 
-    cancelled = serializers.IntegerField(help_text="Tasks cancelled at once (they were waiting).")
-    stopping = serializers.IntegerField(help_text="Running tasks told to stop: they end cancelled once their "
+    cancelled = WholeNumberField(help_text="Tasks cancelled at once (they were waiting).")
+    stopping = WholeNumberField(help_text="Running tasks told to stop: they end cancelled once their "
                                                   "processes exit (the class's grace period).")
-    skipped = serializers.IntegerField(help_text="Tasks already stopping (a cancel, their runtime limit, a gang "
+    skipped = WholeNumberField(help_text="Tasks already stopping (a cancel, their runtime limit, a gang "
                                                  "member's exit) or that changed state meanwhile: not cancelled.")
     detail = serializers.CharField()
 
@@ -435,15 +436,15 @@ class LikelyStartSerializer(serializers.Serializer):
     share_of_wait = serializers.FloatField(
         help_text="The median share of the wait first told that the jobs of its size class judged had (metrics/etas/ "
                   "size_classes[].median_share_of_wait).")
-    judged = serializers.IntegerField(help_text="Jobs of its size class that started in the last `days` after "
+    judged = WholeNumberField(help_text="Jobs of its size class that started in the last `days` after "
                                                 "waiting with an ETA (at least 20, or no likely start is given).")
     on_time = serializers.FloatField(help_text="Share of them that started by the first ETA they were told.")
-    days = serializers.IntegerField(help_text="The record's window, in days.")
+    days = WholeNumberField(help_text="The record's window, in days.")
     size_class = serializers.ChoiceField(
         choices=list(eta_record.SIZE_CLASSES),
         help_text="The record it rests on: small, fewer GPUs than the fleet's largest node; large, at least that "
                   "many (whole nodes).")
-    node_gpus = serializers.IntegerField(help_text="The GPUs of the fleet's largest node, where the classes split.")
+    node_gpus = WholeNumberField(help_text="The GPUs of the fleet's largest node, where the classes split.")
 
 
 class NoLikelyStartSerializer(serializers.Serializer):
@@ -461,14 +462,14 @@ class NoLikelyStartSerializer(serializers.Serializer):
         help_text="The same in the job page's words, after its 'No likely start: ' (qm explain: 'likely start: none: ').")
     size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES), allow_null=True,
                                          help_text="Its size class; null for no_record and no_node.")
-    node_gpus = serializers.IntegerField(allow_null=True, help_text="Where the classes split (the fleet's largest "
+    node_gpus = WholeNumberField(allow_null=True, help_text="Where the classes split (the fleet's largest "
                                                                     "node's GPUs); null as size_class.")
-    judged = serializers.IntegerField(help_text="Jobs of its size class judged in the last `days`.")
-    needed = serializers.IntegerField(help_text="Jobs of its class it takes to tell a likely start (20).")
+    judged = WholeNumberField(help_text="Jobs of its size class judged in the last `days`.")
+    needed = WholeNumberField(help_text="Jobs of its class it takes to tell a likely start (20).")
     share_of_wait = serializers.FloatField(
         allow_null=True, help_text="not_sooner_than_told, eta_came_forward and eta_moved_back: its class's median "
                                    "share of the wait told; else null.")
-    days = serializers.IntegerField(help_text="The record's window, in days.")
+    days = WholeNumberField(help_text="The record's window, in days.")
 
 
 class FirstEtaSerializer(serializers.Serializer):
@@ -482,8 +483,8 @@ class FirstEtaSerializer(serializers.Serializer):
 
 class EtaOwnClassSerializer(serializers.Serializer):
     size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES))
-    node_gpus = serializers.IntegerField(help_text="Where the classes split: the GPUs of the fleet's largest node.")
-    judged = serializers.IntegerField()
+    node_gpus = WholeNumberField(help_text="Where the classes split: the GPUs of the fleet's largest node.")
+    judged = WholeNumberField()
     on_time = serializers.FloatField(allow_null=True)
     median_share_of_wait = serializers.FloatField(allow_null=True)
 
@@ -492,8 +493,8 @@ class EtaLatelySerializer(serializers.Serializer):
     """How far the ETAs told held lately, beside a waiting job's ETA: the record its page says
     (services/eta_record.py fleet_record, at most a minute old), the fleet's and its size class's."""
 
-    days = serializers.IntegerField()
-    judged = serializers.IntegerField(help_text="Jobs that started in the last `days` after waiting with an ETA.")
+    days = WholeNumberField()
+    judged = WholeNumberField(help_text="Jobs that started in the last `days` after waiting with an ETA.")
     on_time = serializers.FloatField(allow_null=True)
     median_share_of_wait = serializers.FloatField(allow_null=True)
     own_class = EtaOwnClassSerializer(allow_null=True, help_text="The same over the jobs of its size class; null "
@@ -503,7 +504,7 @@ class EtaLatelySerializer(serializers.Serializer):
 class ExplanationSerializer(serializers.Serializer):
     """Why a job is where it is: for a waiting job, the engine's reason code and sentence."""
 
-    job = serializers.IntegerField()
+    job = WholeNumberField()
     name = serializers.CharField()
     state = serializers.ChoiceField(choices=JobState.choices)
     state_label = serializers.CharField(
@@ -511,7 +512,7 @@ class ExplanationSerializer(serializers.Serializer):
     reason_code = serializers.CharField(help_text="PascalCase reason, e.g. QuotaExceeded; empty when not waiting.")
     reason = serializers.CharField(help_text="A sentence with numbers.")
     resolvable = serializers.BooleanField(help_text="False when waiting cannot help: the job can never run as asked.")
-    queue_position = serializers.IntegerField(
+    queue_position = WholeNumberField(
         allow_null=True, help_text="Its place in the last cycle's queue, as on the job: null once it no longer waits, "
                                    "and for a job waiting for a dependency (not in the queue: `would_start_if` says "
                                    "until what).")
@@ -544,17 +545,17 @@ class ExplanationSerializer(serializers.Serializer):
 class JobArrayRequeueSerializer(JobArraySerializer):
     """`POST job-arrays/{array_id}/requeue/`: the array after it, and what it did."""
 
-    requeued = serializers.ListField(child=serializers.IntegerField(),
+    requeued = serializers.ListField(child=WholeNumberField(),
                                      help_text="Ids of the running tasks now stopping to be requeued.")
-    not_running = serializers.IntegerField(help_text="Tasks in none of the states asked (by default: waiting or "
+    not_running = WholeNumberField(help_text="Tasks in none of the states asked (by default: waiting or "
                                                      "ended), or waiting again by their turn: left as they are.")
-    stopping = serializers.IntegerField(help_text="Tasks already stopping (preempted, cancelled, ...), or that "
+    stopping = WholeNumberField(help_text="Tasks already stopping (preempted, cancelled, ...), or that "
                                                   "began stopping meanwhile: left to that stop.")
     ended_meanwhile = serializers.ListField(
-        child=serializers.IntegerField(),
+        child=WholeNumberField(),
         help_text="Ids of the running tasks (of the states asked) that ended between the read and their stop "
                   "(their exit was being settled): left as they ended, not requeued.")
-    rerun = serializers.ListField(child=serializers.IntegerField(),
+    rerun = serializers.ListField(child=WholeNumberField(),
                                   help_text="Ids of the ended tasks (of the states asked) now back in the queue.")
     not_requeued = serializers.ListField(
         child=serializers.DictField(),
@@ -566,12 +567,12 @@ class JobArrayRequeueSerializer(JobArraySerializer):
 class JobArrayHoldSerializer(JobArraySerializer):
     """`POST job-arrays/{array_id}/hold/` and `release/`: the array after it, and what it did."""
 
-    changed = serializers.ListField(child=serializers.IntegerField(), help_text="Ids of the tasks held (released).")
-    unchanged = serializers.IntegerField(help_text="Waiting tasks already so: held already (not held).")
-    not_waiting = serializers.IntegerField(help_text="Tasks running or ended: only a waiting task is held or released.")
-    refused = serializers.IntegerField(help_text="Tasks under an admin's hold, which only an admin releases.")
+    changed = serializers.ListField(child=WholeNumberField(), help_text="Ids of the tasks held (released).")
+    unchanged = WholeNumberField(help_text="Waiting tasks already so: held already (not held).")
+    not_waiting = WholeNumberField(help_text="Tasks running or ended: only a waiting task is held or released.")
+    refused = WholeNumberField(help_text="Tasks under an admin's hold, which only an admin releases.")
     reworded = serializers.ListField(
-        child=serializers.IntegerField(),
+        child=WholeNumberField(),
         help_text="Ids of the tasks among `changed` already held by the same kind of holder whose reason alone "
                   "changed (a hold with another reason; who holds them and since when stay). Empty for a release.")
     detail = serializers.CharField()

@@ -6,23 +6,24 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import no_record_named
+from controlplane.api.serializers.fields import WholeNumberField, no_record_named
 from controlplane.api.serializers.scheduling_loop import LoopStateSerializer
 from controlplane.api.serializers.sentences import SaidField
 from controlplane.filtersets import JOBS_SCOPE
 from controlplane.services import access, eta_record
+from controlplane.services.whole_numbers import is_whole_number, whole_number
 
 
 class QueueMetricsSerializer(serializers.Serializer):
-    pending_jobs = serializers.IntegerField()
-    pending_gpus = serializers.IntegerField()
-    running_jobs = serializers.IntegerField()
-    running_gpus = serializers.IntegerField()
+    pending_jobs = WholeNumberField()
+    pending_gpus = WholeNumberField()
+    running_jobs = WholeNumberField()
+    running_gpus = WholeNumberField()
     oldest_pending_s = serializers.FloatField(allow_null=True, help_text="Wait of the longest-waiting job, seconds.")
-    pending_by_reason = serializers.DictField(child=serializers.IntegerField())
-    pending_by_priority_class = serializers.DictField(child=serializers.IntegerField())
-    pending_by_team = serializers.DictField(child=serializers.IntegerField())
-    unschedulable_jobs = serializers.IntegerField()
+    pending_by_reason = serializers.DictField(child=WholeNumberField())
+    pending_by_priority_class = serializers.DictField(child=WholeNumberField())
+    pending_by_team = serializers.DictField(child=WholeNumberField())
+    unschedulable_jobs = WholeNumberField()
     loop = LoopStateSerializer(help_text="The scheduling loop, as /healthz says it: the reasons jobs wait for are "
                                "as of its last cycle.")
 
@@ -47,22 +48,23 @@ class JobPriorityQuerySerializer(serializers.Serializer):
         ids = []
         for part in value.split(","):
             part = part.strip()
-            if not part.isdigit() or not 1 <= int(part) <= 2**63 - 1:
+            # isdigit() then int(): '²' passed the one and broke the other (a 500)
+            if not is_whole_number(part) or not 1 <= whole_number(part) <= 2**63 - 1:
                 raise serializers.ValidationError(
-                    f"{part!r} is not a job id: give whole numbers from 1, separated by commas (job=12,13)")
-            ids.append(int(part))
+                    f"{part[:40]!r} is not a job id: give whole numbers from 1, separated by commas (job=12,13)")
+            ids.append(whole_number(part))
         return ids
 
 
 class JobPriorityRowSerializer(serializers.Serializer):
-    job = serializers.IntegerField()
+    job = WholeNumberField()
     name = serializers.CharField()
     array_id = serializers.UUIDField(allow_null=True, help_text="The job array it is a task of; null for a job alone.")
-    array_index = serializers.IntegerField(allow_null=True, help_text="Its index in that array (`sweep [3]`).")
-    order = serializers.IntegerField(help_text="1-based place among every job in line now (the next cycle's order).")
+    array_index = WholeNumberField(allow_null=True, help_text="Its index in that array (`sweep [3]`).")
+    order = WholeNumberField(help_text="1-based place among every job in line now (the next cycle's order).")
     team = serializers.CharField()
     priority_class = serializers.CharField()
-    class_value = serializers.IntegerField(help_text="The priority class's value.")
+    class_value = WholeNumberField(help_text="The priority class's value.")
     aging_points = serializers.FloatField(help_text="What waiting added (aging_per_hour per whole hour waited).")
     effective_priority = serializers.FloatField(help_text="class_value + aging_points: higher goes first.")
     team_share = serializers.FloatField(
@@ -87,8 +89,8 @@ class JobPriorityRowSerializer(serializers.Serializer):
 class JobPrioritySerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     queue_order = serializers.CharField(help_text="The queue-order plugin the scheduler runs.")
-    in_line = serializers.IntegerField(help_text="Jobs in line in all, the ones you may not see included.")
-    count = serializers.IntegerField(
+    in_line = WholeNumberField(help_text="Jobs in line in all, the ones you may not see included.")
+    count = WholeNumberField(
         help_text="The jobs in line you may see (under `job` and `team` when given): `jobs` is a page of them.")
     next = serializers.CharField(allow_null=True, help_text="The next page's URL (`limit` and `offset`); null at the end.")
     previous = serializers.CharField(allow_null=True, help_text="The previous page's URL; null on the first.")
@@ -103,11 +105,11 @@ class JobPrioritySerializer(serializers.Serializer):
 
 class SchedulerLeaderSerializer(serializers.Serializer):
     holder = serializers.CharField(help_text="The process leading the scheduling loop (empty: none yet).")
-    epoch = serializers.IntegerField(help_text="Its epoch: the fencing token every allocation carries.")
+    epoch = WholeNumberField(help_text="Its epoch: the fencing token every allocation carries.")
     expires_at = serializers.DateTimeField(allow_null=True)
     last_cycle_at = serializers.DateTimeField(allow_null=True)
     last_cycle_ms = serializers.FloatField(allow_null=True)
-    cycles = serializers.IntegerField()
+    cycles = WholeNumberField()
 
 
 class SchedulerPolicySerializer(serializers.Serializer):
@@ -132,7 +134,7 @@ class FairShareRowSerializer(serializers.Serializer):
         child=serializers.FloatField(),
         help_text="Per resource (gpus, cpus, memory): (held now + past usage decayed, as an average holding) ÷ the "
                   "fleet's capacity.")
-    held_now = serializers.DictField(child=serializers.IntegerField(), help_text="gpus, cpus, memory_gb held now.")
+    held_now = serializers.DictField(child=WholeNumberField(), help_text="gpus, cpus, memory_gb held now.")
     decayed_usage = serializers.DictField(
         child=serializers.FloatField(),
         help_text="gpu_hours, cpu_hours, memory_gb_hours used in the past, decayed to now by the half-life.")
@@ -145,15 +147,15 @@ class FairShareSerializer(serializers.Serializer):
 
 
 class EtaRecordQuerySerializer(serializers.Serializer):
-    days = serializers.IntegerField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
+    days = WholeNumberField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
                                     help_text="The jobs that started in the last this many days.")
 
 
 class EtaSizeClassSerializer(serializers.Serializer):
     size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES))
-    node_gpus = serializers.IntegerField(
+    node_gpus = WholeNumberField(
         help_text="The GPUs of the fleet's largest node: small jobs ask fewer, large ones at least that many.")
-    judged = serializers.IntegerField()
+    judged = WholeNumberField()
     on_time = serializers.FloatField(allow_null=True)
     median_share_of_wait = serializers.FloatField(allow_null=True)
     median_early_s = serializers.FloatField(allow_null=True)
@@ -164,7 +166,7 @@ class EtaSizeClassSerializer(serializers.Serializer):
 class EtaRecordSerializer(serializers.Serializer):
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
-    judged = serializers.IntegerField(help_text="Jobs that started in the window after waiting with an ETA.")
+    judged = WholeNumberField(help_text="Jobs that started in the window after waiting with an ETA.")
     on_time = serializers.FloatField(
         allow_null=True, help_text="Share of them that started no later than the first ETA they were told.")
     median_share_of_wait = serializers.FloatField(
@@ -183,38 +185,38 @@ class EtaRecordSerializer(serializers.Serializer):
 class PoolFragmentationSerializer(serializers.Serializer):
     pool = serializers.CharField()
     gpu_type = serializers.CharField()
-    nodes = serializers.IntegerField()
-    total_gpus = serializers.IntegerField()
-    allocated_gpus = serializers.IntegerField()
-    free_gpus = serializers.IntegerField(help_text="Free GPUs on ready nodes outside any maintenance window now.")
-    unavailable_gpus = serializers.IntegerField(help_text="Free GPUs on nodes that are not ready, or that are "
+    nodes = WholeNumberField()
+    total_gpus = WholeNumberField()
+    allocated_gpus = WholeNumberField()
+    free_gpus = WholeNumberField(help_text="Free GPUs on ready nodes outside any maintenance window now.")
+    unavailable_gpus = WholeNumberField(help_text="Free GPUs on nodes that are not ready, or that are "
                                                           "inside a maintenance window now (they take no work).")
-    largest_free_block = serializers.IntegerField(
+    largest_free_block = WholeNumberField(
         help_text="Most idle GPUs on one ready node; GPUs held idle for a waiting job's reservation included.")
-    whole_free_nodes = serializers.IntegerField()
-    partially_used_nodes = serializers.IntegerField()
-    stranded_gpus = serializers.IntegerField(
+    whole_free_nodes = WholeNumberField()
+    partially_used_nodes = WholeNumberField()
+    stranded_gpus = WholeNumberField(
         help_text="Idle GPUs on partly used ready nodes while a job needing whole nodes of this pool waits; "
                   "GPUs held idle for a waiting job's reservation included."
     )
-    waiting_whole_node_jobs = serializers.IntegerField(
+    waiting_whole_node_jobs = WholeNumberField(
         help_text="Jobs in line (not held, no dependency still to meet, not found never to run) that need whole "
                   "nodes of this pool and could use them."
     )
 
 
 class FragmentationMetricsSerializer(serializers.Serializer):
-    total_gpus = serializers.IntegerField()
-    allocated_gpus = serializers.IntegerField()
-    free_gpus = serializers.IntegerField()
-    stranded_gpus = serializers.IntegerField(
+    total_gpus = WholeNumberField()
+    allocated_gpus = WholeNumberField()
+    free_gpus = WholeNumberField()
+    stranded_gpus = WholeNumberField(
         help_text="Idle GPUs on partly used ready nodes while a job that needs a whole node waits; "
                   "GPUs held idle for a waiting job's reservation included (the cycle's figure in /metrics)."
     )
-    pending_for_contiguous_gpus = serializers.IntegerField(
+    pending_for_contiguous_gpus = WholeNumberField(
         help_text="Jobs waiting as InsufficientContiguousGpus: enough GPUs free, not in one piece."
     )
-    reserved_gpus = serializers.IntegerField(
+    reserved_gpus = WholeNumberField(
         allow_null=True,
         help_text="Idle GPUs held for a waiting job's reservation or nomination (nodes draining for a gang), "
                   "as the last scheduling cycle counted them (quartermaster_reserved_gpus in /metrics); "

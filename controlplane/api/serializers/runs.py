@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from controlplane.api.serializers.fields import WholeNumberField
 from controlplane.api.serializers.sentences import said
 from controlplane.choices import AllocationState
 from controlplane.services import job_runs
@@ -12,7 +13,7 @@ from controlplane.services import job_runs
 
 class RunGpusSerializer(serializers.Serializer):
     node = serializers.CharField()
-    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    gpu_indices = serializers.ListField(child=WholeNumberField())
     role = serializers.CharField(help_text="The heterogeneous-gang role these GPUs served; empty for a plain gang.")
 
 
@@ -27,12 +28,12 @@ class JobRunSerializer(serializers.Serializer):
     """One run of a job (one allocation: services/job_runs.py), as `sacct --duplicates` lists a
     requeued job's runs."""
 
-    run = serializers.IntegerField(help_text="1 for the job's first run, then in bind order.")
-    generation = serializers.IntegerField(help_text="The run's generation, as its agents, events and output "
+    run = WholeNumberField(help_text="1 for the job's first run, then in bind order.")
+    generation = WholeNumberField(help_text="The run's generation, as its agents, events and output "
                                                     "(`logs/?generation=`) know it.")
-    fenced_generation = serializers.IntegerField(allow_null=True, help_text="A fenced run's new generation "
+    fenced_generation = WholeNumberField(allow_null=True, help_text="A fenced run's new generation "
                                                  "(past anything its old owner holds); null unless fenced.")
-    epoch = serializers.IntegerField(source="allocation.epoch", help_text="The scheduler epoch that bound it.")
+    epoch = WholeNumberField(source="allocation.epoch", help_text="The scheduler epoch that bound it.")
     state = serializers.ChoiceField(choices=AllocationState.choices, help_text="The allocation's state.")
     outcome = serializers.ChoiceField(
         choices=[(o, o) for o in job_runs.OUTCOMES],
@@ -43,7 +44,7 @@ class JobRunSerializer(serializers.Serializer):
                                              "as NodeLeaseExpired), Exited when its processes ended by "
                                              "themselves; empty while it runs.")
     ended_how = serializers.CharField(help_text="How it ended (or stands), in words.")
-    exit_code = serializers.IntegerField(allow_null=True, help_text="The exit code its agents reported when it "
+    exit_code = WholeNumberField(allow_null=True, help_text="The exit code its agents reported when it "
                                                                    "ended (143: stopped by SIGTERM); null if none.")
     notice = serializers.SerializerMethodField(help_text="The notice that stopped it (who preempted it and why, "
                                                          "a cancel, its runtime limit); empty when none did.")
@@ -52,12 +53,12 @@ class JobRunSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(allow_null=True, help_text="When its GPUs were released (or fenced).")
     stop_deadline = serializers.DateTimeField(allow_null=True,
                                               help_text="While being stopped: when its processes must be gone.")
-    elapsed_s = serializers.IntegerField(
+    elapsed_s = WholeNumberField(
         allow_null=True, help_text="From its bind (its start, as the job's `started_at` and the history count it) to "
                                    "its end (or now): the time its GPUs were held.")
-    gpus = serializers.IntegerField()
+    gpus = WholeNumberField()
     nodes = serializers.ListField(child=serializers.CharField())
-    roles = serializers.DictField(child=serializers.IntegerField(),
+    roles = serializers.DictField(child=WholeNumberField(),
                                   help_text="GPUs per role, for a heterogeneous gang; empty otherwise.")
     placement = RunGpusSerializer(many=True)
     gpu_hours = serializers.FloatField(help_text="GPU-hours held, from its bind to its release (or now), as the "

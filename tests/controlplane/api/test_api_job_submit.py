@@ -75,9 +75,9 @@ def test_gpu_types_list_is_an_alternative_to_gpu_type(alice, fleet) -> None:
 BAD_SUBMITS = [
     ("zero_gpus", {"name": "x", "gpus": 0}, "gpus", "greater than or equal to 1"),
     ("negative_gpus", {"name": "x", "gpus": -4}, "gpus", "greater than or equal to 1"),
-    ("gpus_not_a_number", {"name": "x", "gpus": "eight"}, "gpus", "valid integer"),
-    ("gpus_fractional", {"name": "x", "gpus": 1.5}, "gpus", "valid integer"),
-    ("gpus_boolean", {"name": "x", "gpus": True}, "gpus", "valid integer"),
+    ("gpus_not_a_number", {"name": "x", "gpus": "eight"}, "gpus", "is not a whole number"),
+    ("gpus_fractional", {"name": "x", "gpus": 1.5}, "gpus", "is not a whole number"),
+    ("gpus_boolean", {"name": "x", "gpus": True}, "gpus", "is not a whole number"),
     ("gpus_beyond_integer_range", {"name": "x", "gpus": 2**40}, "gpus", "less than or equal to 65536"),
     ("many_tiny_members_beyond_the_fleet", {"name": "x", "gpus": 65536, "gpus_per_node": 1}, "gpus",
      "can never give more than 48"),

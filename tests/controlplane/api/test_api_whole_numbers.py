@@ -1,0 +1,153 @@
+"""A whole number is a JSON integer or the digits 0-9 as a string (a leading `-` at most), in
+every body, query parameter and text the API reads (services/whole_numbers.py). Until 7 Dec
+DRF's and Django's integer fields read one with Python's int() after dropping a fraction of
+zeros: `{"gpus": "٣"}` ran a 3-GPU job, `"3_0"` set a quota of 30, `"8.0"`, `8.0` and `" 4 "`
+were taken, `?id=1.0` listed job 1; and two checks by isdigit() then int() answered 500 to
+'²' (`jobs/priority/?job=²`, `showback/?window=²d`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.urls import get_resolver
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.test import APIClient
+
+from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota
+from tests.controlplane import factories as f
+from tests.controlplane.fleet_fixture import Fleet
+
+pytestmark = pytest.mark.django_db
+
+SUBMIT = {"team": "ml", "project": "llm", "name": "train", "gpus": 1, "command": "python train.py",
+          "runtime_limit_s": 600}
+
+#: (given, the words its refusal must hold): each was read as a number before.
+NOT_WHOLE = [
+    ("٣", "use the digits 0-9"),           # Arabic-Indic three
+    ("３", "use the digits 0-9"),          # full-width three
+    ("3_0", "as 30"),                      # int() reads '_' between digits
+    (" 4 ", "no spaces"),
+    ("+3", "as 3"),
+    ("8.0", "give 8, without the fraction"),
+    (8.0, "give 8, without the fraction"),
+]
+
+
+@pytest.mark.parametrize(("given", "words"), NOT_WHOLE, ids=lambda v: repr(v))
+def test_a_submit_refuses_gpus_that_are_not_written_as_a_whole_number(alice: APIClient, given: Any,
+                                                                      words: str) -> None:
+    r = alice.post("/api/v1/jobs/", {**SUBMIT, "gpus": given}, format="json")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    [said] = r.json()["errors"]["gpus"]
+    assert "is not a whole number" in said and words in said, said
+    assert not Job.objects.exists()
+
+
+def test_a_submit_still_takes_a_number_or_its_digits_as_a_string(alice: APIClient) -> None:
+    for given in (2, "2"):
+        r = alice.post("/api/v1/jobs/", {**SUBMIT, "gpus": given}, format="json")
+        assert r.status_code == 201, r.json()
+        assert r.json()["gpus"] == 2
+
+
+@pytest.mark.parametrize("given", ["٣", "2.0"])
+def test_a_dependency_and_a_role_refuse_numbers_not_written_as_whole_numbers(alice: APIClient, fleet: Fleet,
+                                                                             given: str) -> None:
+    before = f.make_job(fleet.ml, fleet.research, name="before")
+    deps = alice.post("/api/v1/jobs/", {**SUBMIT, "dependencies": [{"job": given}]}, format="json")
+    roles = alice.post("/api/v1/jobs/", {**{k: v for k, v in SUBMIT.items() if k != "gpus"}, "roles": [
+        {"name": "trainer", "count": given, "gpus_per_member": 1},
+        {"name": "rollout", "count": 1, "gpus_per_member": 1}]}, format="json")
+
+    assert deps.status_code == 400 and "is not a whole number" in str(deps.json()["errors"]), deps.json()
+    assert roles.status_code == 400 and "is not a whole number" in str(roles.json()["errors"]), roles.json()
+    assert list(Job.objects.values_list("pk", flat=True)) == [before.pk]
+
+
+@pytest.mark.parametrize(("path", "field", "read"), [
+    ("quotas/{quota}/", "nominal_gpus", lambda fleet: Quota.objects.get(team=fleet.ml).nominal_gpus),
+    ("priority-classes/{research}/", "grace_period_s", lambda fleet: PriorityClass.objects.get(
+        pk=fleet.research.pk).grace_period_s),
+    ("gpu-types/{h100}/", "memory_gb", lambda fleet: GpuType.objects.get(pk=fleet.h100.pk).memory_gb),
+    ("nodes/{node}/", "cpus", lambda fleet: Node.objects.get(pk=fleet.nodes[1].pk).cpus),
+], ids=["quota", "priority-class", "gpu-type", "node"])
+@pytest.mark.parametrize("given", ["٣", "3_0", "8.0", 8.0], ids=repr)
+def test_an_admin_write_refuses_integers_not_written_as_whole_numbers(admin: APIClient, fleet: Fleet, path: str,
+                                                                      field: str, read: Any, given: Any) -> None:
+    before = read(fleet)
+    url = "/api/v1/" + path.format(quota=Quota.objects.get(team=fleet.ml).pk, research=fleet.research.pk,
+                                   h100=fleet.h100.pk, node=fleet.nodes[1].pk)
+
+    r = admin.patch(url, {field: given}, format="json")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert "is not a whole number" in r.json()["errors"][field][0], r.json()
+    assert read(fleet) == before
+
+
+def test_a_maintenance_window_refuses_a_duration_not_written_as_a_whole_number(admin: APIClient,
+                                                                               fleet: Fleet) -> None:
+    start = (timezone.now() + timedelta(hours=1)).isoformat()
+    r = admin.post("/api/v1/maintenance-windows/", {"nodes": ["h100-1"], "start_at": start, "duration_s": "٣٦٠٠",
+                                                    "reason": "firmware"}, format="json")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert "is not a whole number" in r.json()["errors"]["duration_s"][0], r.json()
+    assert not MaintenanceWindow.objects.exists()
+
+
+@pytest.mark.parametrize("query", ["jobs/?id=1.0", "jobs/?id=٣", "jobs/?exit_code=٣", "gpu-types/?min_memory_gb=٣",
+                                   "metrics/etas/?days=٣"])
+def test_a_filter_refuses_numbers_not_written_as_whole_numbers(alice: APIClient, fleet: Fleet, query: str) -> None:
+    f.make_job(fleet.ml, fleet.research, name="first")
+
+    r = alice.get(f"/api/v1/{query}")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    [said] = next(iter(r.json()["errors"].values()))
+    assert "is not a whole number" in said, said
+
+
+@pytest.mark.parametrize(("query", "field"), [("jobs/priority/?job=²", "job"), ("showback/?window=²d", "window")])
+def test_a_superscript_digit_in_a_query_is_a_400_naming_it_not_a_500(admin: APIClient, fleet: Fleet, query: str,
+                                                                      field: str) -> None:
+    r = admin.get(f"/api/v1/{query}")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert field in r.json()["errors"], r.json()
+
+
+def test_showback_reads_a_window_of_other_scripts_digits_as_no_window(admin: APIClient, fleet: Fleet) -> None:
+    r = admin.get("/api/v1/showback/?window=٣d")
+
+    assert r.status_code == 400 and "is not a window" in r.json()["errors"]["window"][0], r.json()
+
+
+def _serializer_classes() -> set[type[serializers.BaseSerializer]]:
+    get_resolver().url_patterns  # every view (and so every serializer) of the API imported
+
+    def below(cls: type) -> set[type]:
+        return {c for sub in cls.__subclasses__() for c in {sub, *below(sub)}}
+    return {c for c in below(serializers.Serializer) if c.__module__.startswith("controlplane.")}
+
+
+def test_every_integer_field_of_the_api_reads_whole_numbers_by_the_one_rule() -> None:
+    from controlplane.api.serializers.fields import WholeNumberField
+
+    plain = []
+    for cls in _serializer_classes():
+        try:
+            fields = cls().fields
+        except (AssertionError, TypeError):  # a base without Meta, a list without its child
+            continue
+        for name, field in fields.items():
+            for one in (field, getattr(field, "child", None)):
+                if isinstance(one, serializers.IntegerField) and not isinstance(one, WholeNumberField):
+                    plain.append(f"{cls.__module__}.{cls.__name__}.{name}")
+    assert len(_serializer_classes()) > 50
+    assert not plain, plain
