@@ -21,6 +21,20 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object giving one key twice is refused: Python's json keeps the last silently, where
+    another reader of the same body (a proxy, an audit log) may take the first (RFC 8259 leaves
+    it to each), so `{"gpus": 1, "gpus": 64}` would queue a job nobody reviewed."""
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key[:64]!r} is given twice in one object; give each key once")
+            seen.add(key)
+    return obj
+
+
 class BoundedJSONParser(JSONParser):
     #: The most a body may hold; more is a 413 before any of it is decoded.
     max_body_bytes = MAX_BODY_BYTES
@@ -38,6 +52,6 @@ class BoundedJSONParser(JSONParser):
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = codecs.decode(raw, encoding)
-            return json.loads(text, parse_constant=_refuse_constant)
+            return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys)
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"Malformed JSON: {str(exc)[:200]}") from exc
