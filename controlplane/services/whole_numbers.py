@@ -7,11 +7,18 @@ Python's int() reads far more: other scripts' digits ('٣', full-width '３'), `
 ('3_0' is 30), a `+`, surrounding spaces, and DRF's and Django's integer fields add a fraction of
 zeros ('8.0', the JSON number 8.0). Each of those was taken as a number nobody typed as one:
 `{"gpus": "٣"}` ran a 3-GPU job. And isdigit() alone says yes to '²', which int() refuses, so a
-check by isdigit() then int() answered 500."""
+check by isdigit() then int() answered 500.
+
+A number with a fraction (a price, a GPU type's relative throughput) is read by the same rule
+(``fractional_number``): a JSON number, or the digits 0-9 with one `.` and a leading `-` at most
+(an exponent as `2.5e3` too); float() and Decimal() read '٣', '1_0' and ' 2 ' as well. Negative
+zero is zero: a price of "-0" was stored, and shown, as -0.0000."""
 
 from __future__ import annotations
 
+import math
 import re
+from decimal import Decimal
 from typing import Any
 
 _DIGITS = re.compile(r"-?[0-9]+\Z")  # \Z: "$" lets a trailing new line through
@@ -43,6 +50,28 @@ def whole_number(given: Any) -> int:
         value = int(digits) if len(digits) <= _MOST_DIGITS else 10**_MOST_DIGITS
         return -value if given.startswith("-") else value
     raise NotAWholeNumber(_why_not(given))
+
+
+_FRACTIONAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\Z")
+
+
+def fractional_number(given: Any) -> Decimal:
+    """`given` (a JSON number or a text) as a Decimal, negative zero as zero; NotAWholeNumber
+    saying why not otherwise (a JSON number's range and precision are the field's to judge)."""
+    if isinstance(given, bool) or not isinstance(given, int | float | str):
+        raise NotAWholeNumber(f"{_json_kind(given) if not isinstance(given, bool) else str(given).lower()} "
+                              "is not a number")
+    if isinstance(given, float) and not math.isfinite(given):
+        raise NotAWholeNumber(f"{given!r} is not a number")
+    if isinstance(given, str) and not _FRACTIONAL.match(given):
+        shown = repr(given[:40] + ("…" if len(given) > 40 else ""))
+        raise NotAWholeNumber(f"{shown} is not a number: use the digits 0-9, one '.' and a leading '-' at most "
+                              "(no spaces, _ or other scripts' digits), as 2.5")
+    try:
+        value = Decimal(repr(given) if isinstance(given, float) else given)
+    except ArithmeticError:  # an exponent past what Decimal holds (1e99999999999999999999)
+        raise NotAWholeNumber(f"{str(given)[:40]!r} is beyond any number this API stores") from None
+    return abs(value) if value.is_zero() else value
 
 
 def is_whole_number(given: Any, *, signed: bool = True) -> bool:

@@ -21,7 +21,7 @@ from controlplane.models.names import name_problem
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
-from controlplane.services.whole_numbers import NotAWholeNumber, whole_number
+from controlplane.services.whole_numbers import NotAWholeNumber, fractional_number, whole_number
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
@@ -128,9 +128,40 @@ class WholeNumberField(serializers.IntegerField):
             raise serializers.ValidationError(str(refused), code="invalid") from None
 
 
+class FractionalNumberField(serializers.FloatField):
+    """A number with a fraction as services/whole_numbers.fractional_number reads one (ASCII
+    digits, one '.', a leading '-'), negative zero as zero. DRF's FloatField read it with
+    float(): '٣' was 3.0, '1_0' 10.0."""
+
+    def to_internal_value(self, data: Any) -> float:
+        try:
+            number = fractional_number(data)
+        except NotAWholeNumber as refused:
+            raise serializers.ValidationError(str(refused), code="invalid") from None
+        value: float = super().to_internal_value(str(number))
+        return value
+
+
+class FractionalDecimalField(serializers.DecimalField):
+    """A DecimalField by the same rule as FractionalNumberField (Decimal() read '٣' as 3), and
+    negative zero stored as zero: "-0" was stored, and shown, as -0.0000."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            number = fractional_number(data)
+        except NotAWholeNumber as refused:
+            raise serializers.ValidationError(str(refused), code="invalid") from None
+        value = super().to_internal_value(str(number))
+        return abs(value) if value.is_zero() else value
+
+
 def whole_number_fields(mapping: dict[Any, Any]) -> dict[Any, Any]:
-    """A ModelSerializer's field mapping with each model integer field typed as WholeNumberField."""
-    return {model_field: WholeNumberField if issubclass(field, serializers.IntegerField) else field
+    """A ModelSerializer's field mapping with each model number field read by the one rule
+    (services/whole_numbers.py): integers as WholeNumberField, the others as FractionalNumberField
+    and FractionalDecimalField."""
+    ours = {serializers.IntegerField: WholeNumberField, serializers.FloatField: FractionalNumberField,
+            serializers.DecimalField: FractionalDecimalField}
+    return {model_field: next((mine for theirs, mine in ours.items() if issubclass(field, theirs)), field)
             for model_field, field in mapping.items()}
 
 

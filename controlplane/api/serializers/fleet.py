@@ -10,6 +10,8 @@ from rest_framework import serializers
 from controlplane.api.serializers.fields import (
     MAX_INT,
     ConstraintCheckedModelSerializer,
+    FractionalDecimalField,
+    FractionalNumberField,
     HoldReasonField,
     NamedRecordField,
     StrictFieldsMixin,
@@ -225,7 +227,7 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
 
 
 class GpuTypeSerializer(ConstraintCheckedModelSerializer):
-    relative_throughput = serializers.FloatField(min_value=0.001, max_value=1e6, required=False)
+    relative_throughput = FractionalNumberField(min_value=0.001, max_value=1e6, required=False)
     memory_gb = WholeNumberField(
         min_value=MIN_GPU_MEMORY_GB, max_value=MAX_GPU_MEMORY_GB, help_text="Memory of one GPU, in GB.",
         error_messages={"min_value": GPU_MEMORY_WORDS, "max_value": GPU_MEMORY_WORDS})
@@ -237,7 +239,7 @@ class GpuTypeSerializer(ConstraintCheckedModelSerializer):
 
 class PriceRateSerializer(ConstraintCheckedModelSerializer):
     gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
-    usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
+    usd_per_gpu_hour = FractionalDecimalField(max_digits=10, decimal_places=4, min_value=0)
     effective_from = ZonedDateTimeField(
         help_text="From when the price holds: an RFC 3339 instant with its time zone (2026-12-01T00:00:00Z, "
                   "…-05:00); a time without one is refused, as is one more than "

@@ -8,6 +8,7 @@ were taken, `?id=1.0` listed job 1; and two checks by isdigit() then int() answe
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota
+from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriceRate, PriorityClass, Quota
 from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import Fleet
 
@@ -151,3 +152,48 @@ def test_every_integer_field_of_the_api_reads_whole_numbers_by_the_one_rule() ->
                     plain.append(f"{cls.__module__}.{cls.__name__}.{name}")
     assert len(_serializer_classes()) > 50
     assert not plain, plain
+
+
+# A number with a fraction (a GPU type's relative_throughput, a price) by the same rule: ASCII
+# digits, one '.', a leading '-'. float() and Decimal() read '٣', '1_0' and ' 2 ' too.
+@pytest.mark.parametrize("given", ["٣", "1_0", " 2 ", "２.5"], ids=repr)
+def test_a_number_with_a_fraction_refuses_what_is_not_written_in_the_digits_0_to_9(admin: APIClient, fleet: Fleet,
+                                                                                    given: str) -> None:
+    price = PriceRate.objects.get()
+    throughput = admin.patch(f"/api/v1/gpu-types/{fleet.h100.pk}/", {"relative_throughput": given}, format="json")
+    usd = admin.patch(f"/api/v1/price-rates/{price.pk}/", {"usd_per_gpu_hour": given}, format="json")
+
+    assert throughput.status_code == 400, throughput.content[:300]
+    assert "is not a number" in throughput.json()["errors"]["relative_throughput"][0], throughput.json()
+    assert usd.status_code == 400, usd.content[:300]
+    assert "is not a number" in usd.json()["errors"]["usd_per_gpu_hour"][0], usd.json()
+    assert GpuType.objects.get(pk=fleet.h100.pk).relative_throughput == 1.0
+    assert PriceRate.objects.get().usd_per_gpu_hour == Decimal("2.5")
+
+
+@pytest.mark.parametrize("given", ["-0", "-0.00", -0.0], ids=repr)
+def test_a_price_of_negative_zero_is_stored_and_shown_as_zero(admin: APIClient, fleet: Fleet, given: Any) -> None:
+    price = PriceRate.objects.get()
+
+    r = admin.patch(f"/api/v1/price-rates/{price.pk}/", {"usd_per_gpu_hour": given}, format="json")
+
+    assert r.status_code == 200, r.json()
+    assert r.json()["usd_per_gpu_hour"] == "0.0000"  # it was "-0.0000"
+    assert str(PriceRate.objects.get().usd_per_gpu_hour) == "0.0000"
+
+
+def test_a_number_with_a_fraction_still_takes_a_json_number_or_its_digits(admin: APIClient, fleet: Fleet) -> None:
+    price = PriceRate.objects.get()
+    for given, stored in (("3.25", "3.2500"), (1.5, "1.5000"), (2, "2.0000")):
+        r = admin.patch(f"/api/v1/price-rates/{price.pk}/", {"usd_per_gpu_hour": given}, format="json")
+        assert r.status_code == 200 and r.json()["usd_per_gpu_hour"] == stored, r.json()
+    r = admin.patch(f"/api/v1/gpu-types/{fleet.h100.pk}/", {"relative_throughput": "0.75"}, format="json")
+    assert r.status_code == 200 and r.json()["relative_throughput"] == 0.75, r.json()
+
+
+def test_a_number_whose_exponent_no_decimal_holds_is_a_400_on_its_field(admin: APIClient, fleet: Fleet) -> None:
+    price = PriceRate.objects.get()
+    for field, path in (("usd_per_gpu_hour", f"price-rates/{price.pk}/"), ("relative_throughput",
+                                                                            f"gpu-types/{fleet.h100.pk}/")):
+        r = admin.patch(f"/api/v1/{path}", {field: "1e99999999999999999999"}, format="json")
+        assert r.status_code == 400 and field in r.json()["errors"], (r.status_code, r.content[:300])
