@@ -43,6 +43,7 @@ from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services import access, job_history
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.whole_numbers import NotAWholeNumber, whole_number
+from controlplane.services.yes_or_no import NotYesOrNo, yes_or_no
 
 
 def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
@@ -173,7 +174,6 @@ class StrictBooleanField(forms.NullBooleanField):
     "no filter", so `?preemptible=maybe` answered with every row."""
 
     widget = forms.TextInput  # NullBooleanSelect would turn "maybe" into None before us
-    _VALUES = {"true": True, "1": True, "false": False, "0": False}
 
     def to_python(self, value: Any) -> bool | None:
         if value in (None, ""):
@@ -181,8 +181,8 @@ class StrictBooleanField(forms.NullBooleanField):
         if isinstance(value, bool):
             return value
         try:
-            return self._VALUES[str(value).strip().lower()]
-        except KeyError:
+            return yes_or_no(str(value))
+        except NotYesOrNo:
             # The value goes in as a parameter: django-filter %-formats the message.
             raise forms.ValidationError(
                 "'%(value)s' is not true or false.", code="invalid", params={"value": str(value)[:40]}

@@ -45,7 +45,7 @@ from rest_framework.views import APIView
 from controlplane.api import throttling
 from controlplane.api.errors import Conflict, exception_handler, flatten
 from controlplane.api.parsers import BoundedJSONParser
-from controlplane.api.serializers.fields import NameField, WholeNumberField
+from controlplane.api.serializers.fields import NameField, WholeNumberField, YesOrNoField
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN
@@ -253,7 +253,7 @@ class RegisterSerializer(serializers.Serializer):
     leaf_switch = NameField(max_length=64, required=False)
     spine = NameField(max_length=64, required=False)
     capacity_tier = serializers.ChoiceField(choices=CapacityTier.choices, required=False)
-    simulated = serializers.BooleanField(required=False, allow_null=True, default=None)
+    simulated = YesOrNoField(required=False, allow_null=True, default=None)
     devices = DeviceSerializer(many=True, required=False, max_length=MAX_GPUS)
     running = _generations()
     # When the agent killed its work itself because it could not renew its lease, if it did
@@ -323,9 +323,9 @@ class SyncSerializer(serializers.Serializer):
     running = _generations()
     reports = ReportSerializer(many=True, required=False, max_length=MAX_REPORTS)
     logs = LogChunkSerializer(many=True, required=False, max_length=MAX_LOG_CHUNKS)
-    goodbye = serializers.BooleanField(required=False, default=False)
+    goodbye = YesOrNoField(required=False, default=False)
     # The agent is stopping its jobs to shut down: the node takes no new work from now.
-    shutting_down = serializers.BooleanField(required=False, default=False)
+    shutting_down = YesOrNoField(required=False, default=False)
     # The `version` of the last reply whose allocations the agent holds: while it is still
     # current, the reply says `unchanged` and carries no allocations.
     known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
@@ -654,7 +654,7 @@ class ReportView(_SyncView):
 class BatchItemSerializer(SyncSerializer):
     name = serializers.CharField(max_length=128)
     token = serializers.CharField(max_length=256)
-    renew = serializers.BooleanField(required=False, default=True)
+    renew = YesOrNoField(required=False, default=True)
 
 
 class BatchSerializer(serializers.Serializer):
@@ -767,7 +767,7 @@ class WaitSerializer(serializers.Serializer):
     timeout_s = serializers.FloatField(min_value=0.0, max_value=agent_wakeups.MAX_WAIT_S, required=False, default=20.0)
     # The reply carries each woken node's desired state (what a report with no reports would
     # answer), so the agent needs no request of its own to fetch it.
-    desired = serializers.BooleanField(required=False, default=False)
+    desired = YesOrNoField(required=False, default=False)
 
 
 #: A held wait's connection is probed (TCP keepalive) once it has carried nothing for

@@ -35,7 +35,7 @@ from controlplane.api.serializers.fields import (
     PutReplacesWholeMixin,
     WholeNumberField,
     no_record_named,
-    whole_number_fields,
+    one_rule_field_mapping,
 )
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.models import NotificationDelivery, NotificationHook, Team
@@ -43,7 +43,7 @@ from controlplane.services import access, notifications
 
 
 class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSerializer):
-    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
+    serializer_field_mapping = one_rule_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
     user = serializers.CharField(source="user.username", read_only=True)
     team = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64,
                                  help_text="A team's name: every job of that team; null/absent: your own jobs.")

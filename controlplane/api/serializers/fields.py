@@ -22,6 +22,7 @@ from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
 from controlplane.services.whole_numbers import NotAWholeNumber, fractional_number, whole_number
+from controlplane.services.yes_or_no import NotYesOrNo, yes_or_no
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
@@ -155,12 +156,24 @@ class FractionalDecimalField(serializers.DecimalField):
         return abs(value) if value.is_zero() else value
 
 
-def whole_number_fields(mapping: dict[Any, Any]) -> dict[Any, Any]:
+class YesOrNoField(serializers.BooleanField):
+    """true or false as services/yes_or_no.py reads them (a JSON boolean; true, false, 1, 0 in
+    any case), as the list filters do. DRF's BooleanField also took "yes", "on", "y", "t", "no",
+    "off", "n", "f" and 1.0."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        try:
+            return yes_or_no(data)
+        except NotYesOrNo as refused:
+            raise serializers.ValidationError(f"{refused}: give true or false", code="invalid") from None
+
+
+def one_rule_field_mapping(mapping: dict[Any, Any]) -> dict[Any, Any]:
     """A ModelSerializer's field mapping with each model number field read by the one rule
     (services/whole_numbers.py): integers as WholeNumberField, the others as FractionalNumberField
-    and FractionalDecimalField."""
+    and FractionalDecimalField; and a yes-or-no as YesOrNoField (services/yes_or_no.py)."""
     ours = {serializers.IntegerField: WholeNumberField, serializers.FloatField: FractionalNumberField,
-            serializers.DecimalField: FractionalDecimalField}
+            serializers.DecimalField: FractionalDecimalField, serializers.BooleanField: YesOrNoField}
     return {model_field: next((mine for theirs, mine in ours.items() if issubclass(field, theirs)), field)
             for model_field, field in mapping.items()}
 
@@ -177,7 +190,7 @@ class ConstraintCheckedModelSerializer(PutReplacesWholeMixin, StrictFieldsMixin,
     cancel's grace deadline, a drain's list of running jobs): 500s and a loop that never cycled
     again. PostgreSQL refused the same value as a 400 on the field."""
 
-    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
+    serializer_field_mapping = one_rule_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
 
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)

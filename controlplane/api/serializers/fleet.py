@@ -17,7 +17,7 @@ from controlplane.api.serializers.fields import (
     StrictFieldsMixin,
     WholeNumberField,
     ZonedDateTimeField,
-    whole_number_fields,
+    one_rule_field_mapping,
 )
 from controlplane.api.serializers.sentences import said
 from controlplane.models import Cohort, Event, GpuType, Node, PriceRate, PriorityClass, Project, Quota, Team
@@ -356,7 +356,7 @@ class EventListSerializer(serializers.ListSerializer):
 
 
 class EventSerializer(serializers.ModelSerializer):
-    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
+    serializer_field_mapping = one_rule_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
     node = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     team = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     data = serializers.DictField(read_only=True)

@@ -23,6 +23,7 @@ from controlplane.api.serializers.fields import (
     StrictFieldsMixin,
     TextField,
     WholeNumberField,
+    YesOrNoField,
 )
 from controlplane.api.serializers.jobs import JobSerializer
 from controlplane.choices import DependencyCondition, DependencyMode, Topology, WorkloadClass
@@ -60,7 +61,7 @@ class HoldSerializer(StrictFieldsMixin, serializers.Serializer):
 class RequeueSerializer(StrictFieldsMixin, serializers.Serializer):
     """`POST jobs/{id}/requeue/` and `job-arrays/{id}/requeue/`: whether it comes back held, and why."""
 
-    hold = serializers.BooleanField(required=False, default=False,
+    hold = YesOrNoField(required=False, default=False,
                                     help_text="Come back held (Slurm's requeuehold): out of the queue until released "
                                               "(POST jobs/{id}/release/). An admin's is an admin's hold.")
     reason = HoldReasonField(help_text="Why it is requeued, in your words (one line, at most "
@@ -253,7 +254,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     cpus_per_gpu = _count(required=False, default=0)
     memory_gb_per_gpu = _count(required=False, default=0)
     topology = NamedChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
-    members_on_distinct_nodes = serializers.BooleanField(
+    members_on_distinct_nodes = YesOrNoField(
         required=False, default=False,
         help_text="No two members of the gang on one node (Slurm's --ntasks-per-node=1): each member of "
                   "gpus_per_node GPUs gets a node of its own. Omitted or false: members are packed, two on a node "
@@ -282,7 +283,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     checkpoint_interval_s = _positive(required=False, allow_null=True)
     command = TextField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
     env = EnvField(required=False, default=dict)
-    hold = serializers.BooleanField(
+    hold = YesOrNoField(
         required=False, default=False,
         help_text="Submit it held (sbatch -H): it waits out of the queue until released (POST jobs/{id}/release/).",
     )

@@ -12,7 +12,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import NamedRecordField, WholeNumberField, whole_number_fields
+from controlplane.api.serializers.fields import NamedRecordField, WholeNumberField, one_rule_field_mapping
 from controlplane.api.serializers.scheduling_loop import LoopStateSerializer
 from controlplane.api.serializers.sentences import said
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
@@ -145,7 +145,7 @@ def read_at(job: Job) -> datetime:
 
 
 class JobSerializer(serializers.ModelSerializer):
-    serializer_field_mapping = whole_number_fields(serializers.ModelSerializer.serializer_field_mapping)
+    serializer_field_mapping = one_rule_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
     team = NamedRecordField(slug_field="name", read_only=True)
     project = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     submitter = NamedRecordField(slug_field="username", read_only=True, allow_null=True)

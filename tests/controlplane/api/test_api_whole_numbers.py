@@ -197,3 +197,26 @@ def test_a_number_whose_exponent_no_decimal_holds_is_a_400_on_its_field(admin: A
                                                                             f"gpu-types/{fleet.h100.pk}/")):
         r = admin.patch(f"/api/v1/{path}", {field: "1e99999999999999999999"}, format="json")
         assert r.status_code == 400 and field in r.json()["errors"], (r.status_code, r.content[:300])
+
+
+# A yes-or-no field takes true or false as the list filters take them (filtersets.StrictBooleanField):
+# a JSON boolean, or true/false/1/0 (any case). DRF's BooleanField also read "yes", "on", "y", "t"
+# (and "no", "off", "n", "f") and the number 1.0, which the filters refuse.
+@pytest.mark.parametrize("given", ["yes", "on", "y", "t", "no", "off", 1.0], ids=repr)
+def test_a_yes_or_no_field_refuses_words_other_than_true_or_false(admin: APIClient, alice: APIClient, fleet: Fleet,
+                                                                   given: Any) -> None:
+    pc = admin.patch(f"/api/v1/priority-classes/{fleet.research.pk}/", {"preemptible": given}, format="json")
+    job = alice.post("/api/v1/jobs/", {**SUBMIT, "hold": given}, format="json")
+
+    assert pc.status_code == 400, (pc.status_code, pc.content[:300])
+    assert "is not true or false" in pc.json()["errors"]["preemptible"][0], pc.json()
+    assert PriorityClass.objects.get(pk=fleet.research.pk).preemptible is True
+    assert job.status_code == 400 and "is not true or false" in job.json()["errors"]["hold"][0], job.json()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(("given", "read"), [(False, False), ("false", False), ("TRUE", True), ("0", False), (1, True)])
+def test_a_yes_or_no_field_takes_true_false_1_and_0(admin: APIClient, fleet: Fleet, given: Any, read: bool) -> None:
+    r = admin.patch(f"/api/v1/priority-classes/{fleet.research.pk}/", {"preemptible": given}, format="json")
+
+    assert r.status_code == 200 and r.json()["preemptible"] is read, r.json()
