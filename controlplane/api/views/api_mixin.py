@@ -94,13 +94,21 @@ class ApiMixin:
         return response
 
 
+def action_body(request: Request, refusal: str) -> dict[str, Any]:
+    """An action's body as an object: none at all (DRF's {}) or `{}` is empty. Any other JSON
+    value is refused with `refusal` ("send no body, {}, or …"): `[]`, `null`, `false`, `0` and
+    `""` read as no body while the check was `not request.data`, so `POST jobs/5/cancel/ false`
+    cancelled the job."""
+    data = request.data
+    if not isinstance(data, dict):
+        raise ValidationError({"non_field_errors": [refusal]})
+    return data
+
+
 def refuse_fields(request: Request, refusal: str) -> None:
     """An action takes no fields: any sent is refused naming it, as an unknown field of any other
     body is (`{"reason": "bad DIMM"}` on a cordon answered 200 and the reason was nowhere). No
     body, or `{}` (what the pages send), acts."""
-    data = request.data
-    if not data:
-        return
-    if isinstance(data, dict):
+    data = action_body(request, f"{refusal}: send no body, or {{}}")
+    if data:
         raise ValidationError({str(k)[:64]: [refusal] for k in data})
-    raise ValidationError({"non_field_errors": [f"{refusal}: send no body, or {{}}"]})

@@ -44,7 +44,7 @@ from controlplane.api.serializers.fleet import (
     TeamSerializer,
     node_running_job,
 )
-from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
+from controlplane.api.views.api_mixin import ApiMixin, action_body, refuse_fields
 from controlplane.filtersets import (
     CohortFilterSet,
     EventFilterSet,
@@ -353,9 +353,7 @@ class NodeViewSet(AdminWritableViewSet):
         name = "return" if verb is nodes.return_to_service else verb.__name__
         reason = ""
         if name in nodes.TAKES_REASON:
-            if request.data and not isinstance(request.data, dict):
-                raise ValidationError({"non_field_errors": ["send no body, {}, or {\"reason\": \"…\"}"]})
-            body = NodeActionSerializer(data=request.data or {})
+            body = NodeActionSerializer(data=action_body(request, "send no body, {}, or {\"reason\": \"…\"}"))
             body.is_valid(raise_exception=True)
             reason = str(body.validated_data.get("reason", ""))
         else:

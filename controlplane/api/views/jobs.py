@@ -54,7 +54,7 @@ from controlplane.api.serializers.runs import JobRunSerializer
 from controlplane.api.serializers.scheduling_loop import loop_state
 from controlplane.api.serializers.sentences import said, utc_second
 from controlplane.api.serializers.submit_fast_path import plain_submit_request
-from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
+from controlplane.api.views.api_mixin import ApiMixin, action_body, refuse_fields
 from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import Allocation, AllocationGpu, Event, Job
@@ -343,10 +343,8 @@ def refusal_answer(refusal: holds.Refused) -> Response:
 def hold_reason_of(request: Request) -> str:
     """A hold's body: nothing, `{}` (what the pages send) or `{"reason": "…"}`; any other field,
     or a reason that is not one line of text, is refused naming it."""
-    if not request.data:
+    if not action_body(request, "send no body, {}, or {\"reason\": \"…\"}"):
         return ""
-    if not isinstance(request.data, dict):
-        raise ValidationError({"non_field_errors": ["send no body, {}, or {\"reason\": \"…\"}"]})
     body = HoldSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     return str(body.validated_data.get("reason", ""))
@@ -366,10 +364,8 @@ def array_requeue_body(request: Request) -> tuple[bool, str, list[str]]:
 
 
 def _requeue_fields(request: Request, serializer: Any) -> tuple[bool, str, list[str]]:
-    if not request.data:
+    if not action_body(request, "send no body, {}, or {\"hold\": true, \"reason\": \"…\"}"):
         return False, "", [JobState.RUNNING.value]
-    if not isinstance(request.data, dict):
-        raise ValidationError({"non_field_errors": ["send no body, {}, or {\"hold\": true, \"reason\": \"…\"}"]})
     body = serializer(data=request.data)
     body.is_valid(raise_exception=True)
     states = list(dict.fromkeys(body.validated_data.get("states") or [JobState.RUNNING.value]))
