@@ -120,7 +120,7 @@ def test_a_patch_that_changes_nothing_records_nothing(alice: APIClient) -> None:
     ({"events": []}, "events", "give a list of one or more of"),
     ({"events": "failed"}, "events", "list"),
     ({"team": "vision"}, "team", "you are not in a team named 'vision': give one of yours (ml)"),
-    ({"active": "maybe"}, "active", "valid boolean"),
+    ({"active": "maybe"}, "active", "is not true or false"),
     ({"secret": "short"}, "secret", "at least 16"),
 ], ids=["metadata", "private", "http-public", "credentials", "ftp", "too-long", "unknown-event", "no-events",
         "events-not-a-list", "team-not-yours", "active-not-boolean", "short-secret"])
