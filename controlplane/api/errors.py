@@ -26,6 +26,8 @@ from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.services.whole_numbers import is_whole_number
+
 log = structlog.get_logger(__name__)
 
 #: What a client is told to wait before trying again while the database cannot be reached.
@@ -209,7 +211,7 @@ def _named_not_id(view: Any, context: dict[str, Any], noun: str, key: str) -> st
     a name): "No node h100-05, or not yours to see." of a node the reader can see misled. Said
     only of a record the reader's own queryset holds, one of that name; else None."""
     request = context.get("request")
-    if key.isdigit() or request is None or not hasattr(view, "get_queryset"):
+    if is_whole_number(key, signed=False) or request is None or not hasattr(view, "get_queryset"):
         return None
     try:
         rows = view.get_queryset().filter(name=key).values_list("pk", flat=True)[:2]

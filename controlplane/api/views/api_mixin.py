@@ -22,6 +22,7 @@ from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.permissions import IsPerson
 from controlplane.api.schema import QuartermasterAutoSchema
 from controlplane.api.throttling import PerUserThrottle
+from controlplane.services.whole_numbers import is_whole_number
 
 
 class ContentNegotiation(DefaultContentNegotiation):
@@ -67,6 +68,17 @@ class ApiMixin:
     #: The query parameters a GET of this view takes when it is not a filtered list (whose
     #: filter backend names unknown ones); None: the view checks its own.
     query_parameters: frozenset[str] | None = frozenset({"format"})
+
+    def get_object(self) -> Any:
+        """The record its path names by id, read by the one rule for whole numbers
+        (services/whole_numbers.py): Django's lookup reads the id with int(), so `jobs/٣/`,
+        `jobs/+3/`, `jobs/%203/` and `jobs/0_3/` were job 3, to show, change, delete or cancel.
+        Any other id names no record: the 404 every missing one gets."""
+        lookup = getattr(self, "lookup_field", "pk")
+        key = self.kwargs.get(getattr(self, "lookup_url_kwarg", None) or lookup)  # type: ignore[attr-defined]
+        if lookup in ("pk", "id") and key is not None and not is_whole_number(str(key), signed=False):
+            raise Http404
+        return super().get_object()  # type: ignore[misc]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self._started = time.perf_counter()

@@ -17,7 +17,7 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriceRate, PriorityClass, Quota
+from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriceRate, PriorityClass, Quota, Team
 from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import Fleet
 
@@ -220,3 +220,33 @@ def test_a_yes_or_no_field_takes_true_false_1_and_0(admin: APIClient, fleet: Fle
     r = admin.patch(f"/api/v1/priority-classes/{fleet.research.pk}/", {"preemptible": given}, format="json")
 
     assert r.status_code == 200 and r.json()["preemptible"] is read, r.json()
+
+
+# A record's id in its path by the same rule: Django's lookup read `jobs/٣/`, `jobs/+3/`,
+# `jobs/%203/` and `jobs/0_3/` with int(), so a GET showed, a PATCH changed, a DELETE deleted
+# and a cancel cancelled a record whose id nobody wrote.
+def _not_written_as(pk: int) -> list[str]:
+    arabic = str(pk).translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    return [arabic, f"+{pk}", f"%20{pk}", f"0_{pk}"]
+
+
+def test_a_record_whose_id_in_the_path_is_not_written_in_the_digits_0_to_9_is_not_found(
+        admin: APIClient, alice: APIClient, fleet: Fleet) -> None:
+    job = f.make_job(fleet.ml, fleet.research, name="mine")
+    node, team = fleet.nodes[1], fleet.vision
+    for key in _not_written_as(job.pk):
+        shown = alice.get(f"/api/v1/jobs/{key}/")
+        cancelled = alice.post(f"/api/v1/jobs/{key}/cancel/")
+        assert (shown.status_code, cancelled.status_code) == (404, 404), (key, shown.content[:200],
+                                                                          cancelled.content[:200])
+    for key in _not_written_as(team.pk):
+        r = admin.patch(f"/api/v1/teams/{key}/", {"description": "renamed"}, format="json")
+        assert r.status_code == 404, (key, r.content[:200])
+    for key in _not_written_as(node.pk):
+        assert admin.delete(f"/api/v1/nodes/{key}/").status_code == 404, key
+
+    job.refresh_from_db()
+    assert job.state == "pending" and Node.objects.filter(pk=node.pk).exists()
+    assert not Team.objects.get(pk=team.pk).description
+    assert alice.get(f"/api/v1/jobs/{job.pk}/").status_code == 200
+    assert alice.get(f"/api/v1/jobs/0{job.pk}/").status_code == 200  # its ASCII digits, a zero before them
