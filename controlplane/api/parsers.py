@@ -13,6 +13,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from controlplane.api.errors import PayloadTooLarge
+from controlplane.services.whole_numbers import is_whole_number
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -44,7 +45,7 @@ class BoundedJSONParser(JSONParser):
         request = parser_context.get("request")
         declared = request.META.get("CONTENT_LENGTH") if request is not None else None
         limit = self.max_body_bytes
-        if declared and declared.isdigit() and int(declared) > limit:
+        if declared and is_whole_number(declared, signed=False) and int(declared) > limit:
             raise PayloadTooLarge(f"The request body is {declared} bytes; the limit is {limit}.")
         raw = stream.read(limit + 1)
         if len(raw) > limit:
