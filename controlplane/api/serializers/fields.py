@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.backends.base.operations import BaseDatabaseOperations
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
+from rest_framework.relations import MANY_RELATION_KWARGS
 
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.models.names import name_problem
@@ -249,6 +250,17 @@ def no_record_named(records: Any, given: str, *, slug_field: str = "name", lists
     return said
 
 
+class NamedRecordListField(serializers.ManyRelatedField):
+    """A list of NamedRecordField names. DRF's ManyRelatedField iterates anything iterable but a
+    string, so an object was read as the list of its keys: `{"priority_classes": {"research": 1,
+    "batch": 0}}` gave a team both classes."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            raise serializers.ValidationError(f"give a list of names, not {json_kind(data)}", code="not_a_list")
+        return super().to_internal_value(data)
+
+
 class NamedRecordField(serializers.SlugRelatedField):
     """A related record given by its name. Text PostgreSQL cannot store (NUL) cannot name a
     record either: refused as CharField refuses it, instead of a 500 from the lookup. A name
@@ -259,6 +271,12 @@ class NamedRecordField(serializers.SlugRelatedField):
     def __init__(self, *, lists_names: bool = False, **kwargs: Any) -> None:
         self.lists_names = lists_names
         super().__init__(**kwargs)
+
+    @classmethod
+    def many_init(cls, *args: Any, **kwargs: Any) -> NamedRecordListField:
+        # as DRF's RelatedField.many_init, with the list field that refuses an object
+        return NamedRecordListField(child_relation=cls(*args, **kwargs), **{
+            key: value for key, value in kwargs.items() if key in MANY_RELATION_KWARGS})
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str) and "\x00" in data:

@@ -31,3 +31,15 @@ def test_a_name_that_is_no_string_is_a_400_saying_so(admin, path, body, field, m
     assert r.status_code == 400, r.content[:300]
     assert [m for m in r.json()["errors"][field] if "a name is a string" in m], r.json()
     assert model.objects.count() == before
+
+
+# A list of names given as an object: DRF's ManyRelatedField iterates any iterable, so
+# `{"priority_classes": {"research": 1, "batch": 0}}` gave the team both classes, batch included
+# where its 0 may have meant "not batch". An object is a 400 on the field, as a list field's is.
+def test_a_list_of_names_given_as_an_object_is_refused_and_writes_nothing(admin) -> None:
+    r = admin.post("/api/v1/teams/", {"name": "objects", "priority_classes": {"research": 1, "production": 0}},
+                   format="json")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert "a list" in r.json()["errors"]["priority_classes"][0], r.json()
+    assert not Team.objects.filter(name="objects").exists()
