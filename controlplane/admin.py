@@ -443,13 +443,14 @@ class TeamAdmin(ConfigAudited):
         request.team_before = config_audit.before_change(obj) if change else None
         self._write(obj, form, change)
 
-    def get_form(self, request, obj=None, change=False, **kwargs):  # type: ignore[no-untyped-def]
-        form = super().get_form(request, obj, change, **kwargs)
-        if "priority_classes" in form.base_fields:  # checkboxes, highest class first
-            field = form.base_fields["priority_classes"]
-            field.widget = forms.CheckboxSelectMultiple()
-            field.queryset = PriorityClass.objects.order_by("-value", "name")
-        return form
+    def formfield_for_manytomany(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        """The priority classes as checkboxes, highest class first. Given here, not swapped in
+        afterwards, so Django leaves out its list-box hint (hold down Control to select more
+        than one), which checkboxes do not need."""
+        if db_field.name == "priority_classes":
+            kwargs["widget"] = forms.CheckboxSelectMultiple()
+            kwargs["queryset"] = PriorityClass.objects.order_by("-value", "name")
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
         """A team joining, leaving or changing cohort is recorded as in the API

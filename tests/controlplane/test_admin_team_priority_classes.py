@@ -48,3 +48,14 @@ def test_a_default_class_the_team_may_not_use_is_refused_on_the_field(fleet, bro
         "those, or tick research too"]}
     assert not fleet.ml.priority_classes.exists()
     assert not Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="TeamChanged").exists()
+
+
+def test_the_class_boxes_are_not_told_to_hold_down_control(fleet, browser) -> None:
+    """The classes are ticked one by one: Django's hint for a multiple-select list ("Hold down
+    Control, or Command on a Mac, to select more than one") would tell the admin to do something
+    the checkboxes do not need."""
+    page = browser.get(f"/admin/controlplane/team/{fleet.ml.pk}/change/").content.decode()
+
+    assert 'type="checkbox" name="priority_classes"' in page
+    assert "Hold down" not in page
+    assert "none chosen: every class" in page
