@@ -7,6 +7,7 @@ without its lazy wrapper), each state's badge written once, and the URLs that di
 node's name or id reversed once for all rows. What a row says is unchanged: its name (the
 row's header, `th scope="row"`, linking its page), GPUs, GPUs in use, tier, state with how it
 returns, the cordon's reason and its maintenance window, heartbeat, and for admins its actions.
+Its GPUs and tier are `wide-only`: a phone leaves them to the node's page (qm.css).
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ def rows_html(rows: list[dict[str, Any]], is_admin: bool) -> SafeString:
         simulated = ' <small class="muted">simulated</small>' if r["simulated"] else ""
         out.append(
             f'\n      <tr data-node="{name}">'
-            f'\n        <th scope="row"><a href="{escape(node_url(prefix, node.name))}">{name}</a>{simulated}</th>'
-            f"\n        <td>{len(node.slots)} × {escape(node.gpu_type)}</td>"
+            f'\n        <th scope="row"><a class="nobr" href="{escape(node_url(prefix, node.name))}">{name}</a>{simulated}</th>'
+            f'\n        <td class="wide-only">{len(node.slots)} × <span class="nobr">{escape(node.gpu_type)}</span></td>'
             f"\n        <td>{node.used}</td>"
-            f"\n        <td>{escape(r['tier'])}</td>"
+            f"\n        <td class=\"wide-only\">{escape(r['tier'])}</td>"
             f'\n        <td class="node-state">{_state_cell(r, badges)}</td>'
             f"\n        <td>{beat}</td>"
             f"\n        {_actions_cell(r, name) if is_admin else ''}"

@@ -26,9 +26,10 @@ def row(**kw: Any) -> dict[str, Any]:
 
 def test_a_row_is_headed_by_its_name_and_escapes_what_an_operator_typed() -> None:
     html = rows_html([row()], is_admin=True)
-    assert '<th scope="row"><a href="/nodes/h100-%3C07%3E/">h100-&lt;07&gt;</a>' in html
+    assert '<th scope="row"><a class="nobr" href="/nodes/h100-%3C07%3E/">h100-&lt;07&gt;</a>' in html
     assert '<small class="muted">simulated</small></th>' in html
-    assert "<td>4 × H100-80GB</td>" in html and "<td>1</td>" in html and "<td>On-demand</td>" in html
+    assert '<td class="wide-only">4 × <span class="nobr">H100-80GB</span></td>' in html and "<td>1</td>" in html
+    assert '<td class="wide-only">On-demand</td>' in html
     assert 'data-cordon-reason>PSU &lt;fault&gt; &amp; &quot;x&quot;</small>' in html
     assert "<td>30 s ago</td>" in html
     assert "<fault>" not in html and "<07>" not in html
