@@ -1,7 +1,8 @@
 /* The Nodes page's "Schedule a window" form (admins): POST maintenance-windows/ through the REST
  * API (`QM.api`: same-origin session + CSRF), then re-read the page's live fragments (`QM.poll`).
- * The API's field errors go next to their inputs (`QM.showErrors`: a bound the API gives in
- * seconds is said in hours too under the length, typed in hours). The time is typed in UTC (the
+ * The API's field errors go next to their inputs (`QM.placeErrors`: a bound the API gives in
+ * seconds is said in hours too under the length, typed in hours), and the sentence under the
+ * form names them by their labels (`QM.refusalSentence`). The time is typed in UTC (the
  * pages' times are UTC). */
 (function () {
   "use strict";
@@ -48,10 +49,12 @@
           form.reset();
           return QM.poll();
         }
-        var unplaced = QM.showErrors(form, result.data.errors || {});
+        // Each field at fault by the form's label ("From (UTC): give when …"), not the API's
+        // sentence, which names its fields ("start_at: …") and says seconds.
+        var said = QM.placeErrors(form, result.data.errors || {});
         verdict.className = "verdict error";
-        verdict.textContent = (result.data.detail || "The API refused the window (HTTP " + result.status + ").") +
-          (unplaced.length ? " " + unplaced.join(" ") : "");
+        verdict.textContent = QM.refusalSentence(
+          said, result.data.detail || "The API refused the window (HTTP " + result.status + ").");
         return null;
       }).catch(function (error) {
         verdict.className = "verdict error";

@@ -1454,7 +1454,7 @@
     return placeErrors(form, errors).unplaced;
   }
 
-  QM.showErrors = showErrors;  // (the Nodes page's maintenance form too)
+  QM.showErrors = showErrors;
 
   /* The sentence under a form the API refused, in the form's words: each field marked by its
      label with the words on it ("Fix the fields marked: Runtime limit: 200 h is beyond …;
@@ -1478,6 +1478,10 @@
     }
     return "Fix the fields marked: " + others + "." + unplaced;
   }
+
+  // The Nodes page's maintenance form marks its fields and says its refusal as these forms do.
+  QM.placeErrors = placeErrors;
+  QM.refusalSentence = refusalSentence;
 
   function bindSubmitForm(form) {
     var verdict = form.querySelector("[data-verdict]");
