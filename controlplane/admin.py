@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import ActionForm
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME, ActionForm
 from django.contrib.admin.utils import NestedObjects, quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
@@ -18,6 +18,7 @@ from django.db import models, router, transaction
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Lead
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -56,6 +57,7 @@ from controlplane.models import (
 )
 from controlplane.models.fleet import PRICE_HORIZON_YEARS
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.models.teams import team_classes_problem
 from controlplane.services import (
     api_tokens,
@@ -836,6 +838,33 @@ class NodeActionForm(ActionForm):
         help_text=f"Why the nodes are taken out of service: one line, at most {HOLD_REASON_MAX_LENGTH} characters.")
 
 
+def confirm_first(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any, *, action: str,
+                  title: str, question: str, lines: list[str], button: str) -> TemplateResponse | None:
+    """Before an action that cannot simply be undone (a retire, a window's cancel), the page
+    that says what each selected record would become and asks, as Django asks before deleting;
+    None once the admin said yes (its form posts `post=yes` back with the same selection)."""
+    if request.POST.get("post") == "yes":
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "opts": modeladmin.model._meta, "title": title, "question": question, "lines": lines,
+        "queryset": queryset, "action": action, "button": button, "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        "reason": (request.POST.get("reason") or "").strip(), "media": modeladmin.media,
+    }
+    request.current_app = modeladmin.admin_site.name
+    return TemplateResponse(request, "admin/controlplane/action_confirmation.html", context)
+
+
+def _retire_said(node: Node) -> str:
+    if node.state == NodeState.RETIRED:
+        return f"{node.name}: already retired, nothing happens"
+    refusal = nodes.retire_refusal(node)
+    if refusal:
+        return f"Refused, left as it is: {refusal}"
+    return (f"{node.name} ({node.state}, {node.gpu_count} GPUs): leaves the fleet: no work, no capacity or idle "
+            "cost, its agent refused, until an admin returns it to service")
+
+
 def _node_action(verb: Any, label: str) -> Any:
     """An admin list action over the selected nodes; says what moved, what already was there
     and what was refused (before, a successful action said nothing at all). A cordon or drain
@@ -843,7 +872,7 @@ def _node_action(verb: Any, label: str) -> Any:
     name = "return" if verb is nodes.return_to_service else verb.__name__
     action = label.split(":")[0]
 
-    def act(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any) -> None:
+    def act(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any) -> TemplateResponse | None:
         reason = (request.POST.get("reason") or "").strip()
         problem = (reason_problem(reason) if name in nodes.TAKES_REASON else
                    f"only Cordon and Drain take one (it says why a node is taken out of service); nothing was "
@@ -852,7 +881,16 @@ def _node_action(verb: Any, label: str) -> Any:
             if name in nodes.TAKES_REASON:
                 problem += "; nothing was done"
             modeladmin.message_user(request, f"Reason: {problem}.", level=messages.ERROR)
-            return
+            return None
+        if name == "retire":  # out of the fleet for good: asked first, as the Nodes page's button asks
+            chosen = list(queryset.order_by("name"))
+            asked = confirm_first(
+                modeladmin, request, queryset, action=name, title="Retire nodes",
+                question=(f"Retire {counted(len(chosen), 'node')}? A retired node is out of the fleet for good, until "
+                          "an admin returns it to service (then down until its agent registers again)."),
+                lines=[_retire_said(node) for node in chosen], button="Yes, retire")
+            if asked is not None:
+                return asked
         moved: list[str] = []
         already: list[str] = []
         left: list[str] = []
@@ -882,6 +920,7 @@ def _node_action(verb: Any, label: str) -> Any:
             # "Node" first: the admin writes a message's first letter capitalised, and
             # "h100-04: ready → draining" read "H100-04: …", a name no node has.
             modeladmin.message_user(request, f"Node {said}", level=messages.INFO)
+        return None
     act.__name__ = verb.__name__
     return admin.action(description=label)(act)
 
@@ -1229,7 +1268,16 @@ class MaintenanceWindowAdmin(NamedControls, ShownWhole, IntegerColumnBounds, adm
                                                 current_app=self.admin_site.name))
 
     @admin.action(description="Cancel selected windows: their nodes take any work again (kept in the history)")
-    def cancel_windows(self, request: HttpRequest, queryset: QuerySet[MaintenanceWindow]) -> None:
+    def cancel_windows(self, request: HttpRequest, queryset: QuerySet[MaintenanceWindow]) -> TemplateResponse | None:
+        chosen = list(queryset.order_by("pk"))
+        now = timezone.now()
+        asked = confirm_first(
+            self, request, queryset, action="cancel_windows", title="Cancel maintenance windows",
+            question=(f"Cancel {counted(len(chosen), 'maintenance window')}? A cancelled window is kept in the "
+                      "history and cannot be changed again; to move one, change its times instead."),
+            lines=[self._cancel_said(window, now) for window in chosen], button="Yes, cancel")
+        if asked is not None:
+            return asked
         done: list[str] = []
         for window in queryset.order_by("pk"):
             if window.cancelled_at is not None:
@@ -1244,3 +1292,15 @@ class MaintenanceWindowAdmin(NamedControls, ShownWhole, IntegerColumnBounds, adm
             self.message_user(request, f"Cancelled maintenance window{'s' if len(done) > 1 else ''} "
                                        f"{', '.join(done)}: their nodes take any work again from the next cycle.",
                               messages.SUCCESS)
+        return None
+
+    @staticmethod
+    def _cancel_said(window: MaintenanceWindow, now: Any) -> str:
+        names = ", ".join(sorted(n.name for n in window.nodes.all()))
+        state = window.state_at(now)
+        said = (f"Window {window.pk} ({window.reason}) on {names}, {state.label.lower()}, "
+                f"{maintenance.span((window.end_at - window.start_at).total_seconds())} from "
+                f"{window.start_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+        if state in (MaintenanceWindowState.CANCELLED, MaintenanceWindowState.ENDED):
+            return f"{said}: already {state.label.lower()}, nothing happens"
+        return f"{said}: cancelled, its nodes take any work again from the next cycle"

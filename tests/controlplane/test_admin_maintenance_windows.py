@@ -70,7 +70,8 @@ def test_a_change_goes_through_the_service_and_cancel_keeps_the_window(browser: 
     changed = Event.objects.get(reason="MaintenanceWindowChanged")
     assert changed.actor == "user:boss" and "nodes added: h100-2" in changed.message
 
-    acted = browser.post(URL, {"action": "cancel_windows", "_selected_action": [window.pk]}, follow=True)
+    acted = browser.post(URL, {"action": "cancel_windows", "_selected_action": [window.pk], "post": "yes"},
+                         follow=True)
     assert "Cancelled maintenance window" in acted.content.decode()
     window.refresh_from_db()
     assert window.cancelled_at is not None and window.cancelled_by.username == "boss"

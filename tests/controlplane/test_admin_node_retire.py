@@ -23,8 +23,10 @@ pytestmark = pytest.mark.django_db
 
 
 def _act(browser: Any, action: str, selected: list[Node]) -> dict[str, list[str]]:
+    """The action as its confirmation page's "Yes" posts it (a retire is asked first:
+    tests/controlplane/test_admin_actions_confirmed.py)."""
     r = browser.post("/admin/controlplane/node/", {
-        "action": action, "_selected_action": [n.pk for n in selected], "index": 0,
+        "action": action, "_selected_action": [n.pk for n in selected], "index": 0, "post": "yes",
     }, follow=True)
     assert r.status_code == 200
     said: dict[str, list[str]] = {}
