@@ -554,7 +554,8 @@ class CohortAdmin(KeepsOthersChanges):
                 "<td>{}</td><td>{}</td></tr>",
             ((q.gpu_type.name, q.team.name, q.nominal_gpus, quota_text.limit_said(q.borrowing_limit, True),
               quota_text.limit_said(q.lending_limit, True),
-              q.held_gpus, _borrowed(q.held_gpus, q), quota_text.lent_said(lent.get((q.team_id, q.gpu_type_id), 0.0)))
+              q.held_gpus, _borrowed(q.held_gpus, q),
+              quota_text.lent_within_limit_said(lent.get((q.team_id, q.gpu_type_id), 0.0), q.lending_limit, True))
              for q in rows),
         )
         if not body:
@@ -630,7 +631,8 @@ class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
 
     @admin.display(description="lent now")
     def lent(self, obj: Quota) -> str:
-        return quota_text.lent_said(getattr(obj, "lent_gpus", 0.0))
+        return quota_text.lent_within_limit_said(getattr(obj, "lent_gpus", 0.0), obj.lending_limit,
+                                                 obj.team.cohort_id is not None)
 
     @admin.display(description="borrowing limit", ordering="borrowing_limit")
     def borrowing(self, obj: Quota) -> str:

@@ -25,6 +25,26 @@ def lent_said(gpus: float) -> str:
     return f"{shown:g}" if shown.is_integer() else f"≈{shown:g}"
 
 
+def lent_beyond(gpus: float, lending_limit: int | None, in_cohort: bool) -> float:
+    """How much of what a team lends now passes its lending limit, to one decimal (0.0 within
+    it): a limit lowered under the borrowers keeps what they run on lent (quotas.
+    lent_beyond_lending_limit, the save's warning), as a borrowing limit lowered under a borrower
+    keeps what it holds."""
+    if not in_cohort or lending_limit is None:
+        return 0.0
+    beyond = round(float(gpus) - lending_limit, 1) + 0.0
+    return beyond if beyond > 0 else 0.0
+
+
+def lent_within_limit_said(gpus: float, lending_limit: int | None, in_cohort: bool) -> str:
+    """`lent_said`, with how far it passes the lending limit when it does: "8 (5 over its
+    lending limit 3)", as a borrower over its limit reads "12 (8 over its borrowing limit 4)"."""
+    beyond = lent_beyond(gpus, lending_limit, in_cohort)
+    if not beyond:
+        return lent_said(gpus)
+    return f"{lent_said(gpus)} ({lent_said(beyond)} over its lending limit {lending_limit})"
+
+
 def is_share(gpus: float) -> bool:
     """Whether `lent_said` marks it: the note is due."""
     return lent_said(gpus).startswith("≈")

@@ -81,6 +81,8 @@ def teams(request: HttpRequest) -> HttpResponse:
             "decayed_gpu_hours": share_of[t.name]["decayed_usage"]["gpu_hours"],
             "quotas": [
                 {**r.as_dict(), "lent": r.lent, "lent_said": quota_text.lent_said(r.lent),
+                 "lent_beyond_said": quota_text.lent_said(
+                     quota_text.lent_beyond(r.lent, r.lending_limit, t.cohort_id is not None)),
                  "borrowing_said": quota_text.limit_said(r.borrowing_limit, t.cohort_id is not None),
                  "lends_at_most": r.lending_limit if t.cohort_id is not None else None, "over_limit": (
                     r.borrowed - r.borrowing_limit if r.borrowing_limit is not None and r.borrowed > r.borrowing_limit

@@ -99,3 +99,23 @@ def test_the_list_still_costs_the_same_queries_however_many_quotas(fleet, browse
     with CaptureQueriesContext(connection) as more:
         browser.get("/admin/controlplane/quota/")
     assert len(more) == len(few)
+
+
+def test_a_team_lending_beyond_its_lending_limit_is_said_to_be_wherever_its_lent_gpus_are(
+        fleet, browser, ml_borrows_8) -> None:
+    """The lender's side of a lowered limit, as the borrower's: vision's lending limit lowered to 3
+    under the 8 GPUs ml borrows of its guarantee. The save's warning says "10 beyond its new
+    lending limit"; until 7 Dec the list, the cohort page and the teams page then read "lent 8"
+    beside "lending limit 3" ("lends at most 3 — uses 0, 8 lent") with nothing saying so, where a
+    borrower over its limit reads "(8 over its borrowing limit 4)"."""
+    Quota.objects.filter(team=fleet.vision, gpu_type=fleet.h100).update(lending_limit=3)
+
+    vision = _list(browser)[("vision", "H100-80GB")]
+    cohort = Cohort.objects.get(name="all")
+    members = browser.get(f"/admin/controlplane/cohort/{cohort.pk}/change/").content.decode()
+    teams = re.sub(r"<[^>]+>", "", browser.get("/teams/").content.decode())
+
+    assert vision["Lent now"] == "8 (5 over its lending limit 3)"
+    assert vision["Lending limit"] == "3"
+    assert "<td>8 (5 over its lending limit 3)</td>" in members
+    assert "lends at most 3 — uses 0, 8 lent, 5 over its lending limit" in teams
