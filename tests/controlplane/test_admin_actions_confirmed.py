@@ -7,6 +7,7 @@ or cancelled a window for good (a cancelled window cannot be changed back)."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,16 @@ WINDOWS = "/admin/controlplane/maintenancewindow/"
 
 def _messages(response: Any) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def _yes(page: str) -> dict[str, list[str]]:
+    """What the confirmation page's form posts when the admin presses its Yes: its hidden fields
+    (no `index`: Django's delete confirmation posts the same way)."""
+    posted: dict[str, list[str]] = {}
+    for name, value in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page):
+        if name != "csrfmiddlewaretoken":
+            posted.setdefault(name, []).append(value)
+    return posted
 
 
 def test_retire_asks_first_saying_what_each_node_becomes_and_retires_only_on_yes(fleet, browser) -> None:
@@ -53,7 +64,8 @@ def test_retire_asks_first_saying_what_each_node_becomes_and_retires_only_on_yes
     assert Node.objects.get(pk=idle.pk).state == NodeState.READY
     assert not Event.objects.filter(kind=EventKind.NODE_STATE, reason="Retired").exists()
 
-    done = browser.post(NODES, {**chosen, "post": "yes"}, follow=True)
+    assert _yes(page) == {"_selected_action": [str(idle.pk), str(busy.pk)], "action": ["retire"], "post": ["yes"]}
+    done = browser.post(NODES, _yes(page), follow=True)
 
     assert done.status_code == 200
     assert f"Retire selected nodes: {idle.name} (ready → retired)" in _messages(done)
@@ -77,7 +89,7 @@ def test_cancel_windows_asks_first_and_cancels_only_on_yes(fleet, browser) -> No
     assert "kept in the history" in page and 'name="post" value="yes"' in page
     MaintenanceWindow.objects.get(pk=window.pk, cancelled_at__isnull=True)
 
-    done = browser.post(WINDOWS, {**chosen, "post": "yes"}, follow=True)
+    done = browser.post(WINDOWS, _yes(page), follow=True)
 
     assert any(m.startswith(f"Cancelled maintenance window {window.pk}") for m in _messages(done))
     assert MaintenanceWindow.objects.get(pk=window.pk).cancelled_at is not None
