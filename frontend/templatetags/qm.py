@@ -242,6 +242,13 @@ def code_words(code: str | None) -> SafeString:
 
 
 @register.filter
+def kind_words(kind: str | None) -> SafeString:
+    """An event's kind for a narrow cell: it may break after its dot, nowhere else, and reads and
+    copies whole ("allocation." / "released" in a node page's events on a phone)."""
+    return mark_safe(str(conditional_escape(kind or "")).replace(".", ".<wbr>"))  # noqa: S308 (escaped here)
+
+
+@register.filter
 def engine_times(text: str | None) -> str:
     """The engine's sentence with each `t=<Unix seconds>` said as a UTC time: the API's rule
     (`controlplane.api.serializers.sentences.engine_times`), so pages and API say the same words."""
