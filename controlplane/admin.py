@@ -604,6 +604,9 @@ class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
                     "borrowing", "lending")
     list_filter = ("gpu_type", "team__cohort")
     list_select_related = ("team__cohort", "gpu_type")
+    # What the team runs and lends under the quota, read before a nominal or a limit is lowered
+    # under it (the save's warnings then say what follows).
+    readonly_fields = ("in_use_now",)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return quotas.with_held_gpus(super().get_queryset(request))
@@ -628,6 +631,15 @@ class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
         if any(quota_text.is_share(quota.lent_gpus) for quota in changelist.result_list):
             self.message_user(request, quota_text.LENT_SHARE_NOTE, level=messages.INFO)
         return changelist
+
+    @admin.display(description="in use now")
+    def in_use_now(self, obj: Quota) -> str:
+        if obj.pk is None:
+            return "-"
+        held = int(obj.held_gpus) if hasattr(obj, "held_gpus") else quotas.held_gpus(obj)
+        lent = quotas.lent_now().get((obj.team_id, obj.gpu_type_id), 0.0)
+        return (f"holds {held} {obj.gpu_type.name} GPUs: {_borrowed(held, obj)} above its nominal (borrowed); "
+                f"lends {quota_text.lent_within_limit_said(lent, obj.lending_limit, obj.team.cohort_id is not None)}")
 
     @admin.display(description="lent now")
     def lent(self, obj: Quota) -> str:

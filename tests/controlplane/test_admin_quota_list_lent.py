@@ -119,3 +119,24 @@ def test_a_team_lending_beyond_its_lending_limit_is_said_to_be_wherever_its_lent
     assert vision["Lending limit"] == "3"
     assert "<td>8 (5 over its lending limit 3)</td>" in members
     assert "lends at most 3 — uses 0, 8 lent, 5 over its lending limit" in teams
+
+
+def test_the_quota_page_shows_what_the_team_runs_and_lends_before_it_is_changed(
+        fleet, browser, ml_borrows_8) -> None:
+    """An admin about to lower a nominal or a limit reads, beside the fields, what the team holds
+    and lends under this quota now, as the list shows it; until 7 Dec the quota's page showed the
+    bare fields, and the figures came only in the warning after the save."""
+    ml = Quota.objects.get(team=fleet.ml, gpu_type=fleet.h100)
+    vision = Quota.objects.get(team=fleet.vision, gpu_type=fleet.h100)
+    Quota.objects.filter(pk=vision.pk).update(lending_limit=3)
+
+    def now_said(quota: Quota) -> str:
+        page = browser.get(f"/admin/controlplane/quota/{quota.pk}/change/").content.decode()
+        found = re.search(r'<div class="form-row field-in_use_now">.*?<div class="readonly">(.*?)</div>', page, re.S)
+        assert found is not None, page[:3000]
+        return re.sub(r"<[^>]+>", "", found.group(1)).strip()
+
+    assert now_said(ml) == "holds 24 H100-80GB GPUs: 8 above its nominal (borrowed); lends 0"
+    assert now_said(vision) == "holds 0 H100-80GB GPUs: 0 above its nominal (borrowed); lends 8 (5 over its lending limit 3)"
+    assert "In use now" in browser.get(f"/admin/controlplane/quota/{ml.pk}/change/").content.decode()
+    assert browser.get("/admin/controlplane/quota/add/").status_code == 200
