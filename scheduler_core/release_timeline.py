@@ -56,6 +56,16 @@ def _releases(ctx: CycleContext, reopens: dict[int, float]) -> Releases:
     return by_time
 
 
+def _promise_ends(ctx: CycleContext) -> list[tuple[float, str]]:
+    """(end, job id) of each reservation or nomination whose job is known, latest end first:
+    its start plus its runtime limit (or the default estimate)."""
+    default_runtime = ctx.config.default_runtime_estimate_s
+    ends = [(promise.start_at + (spec.runtime_limit_s or default_runtime), job_id)
+            for job_id, promise in ctx.reservations.items()
+            if (spec := ctx.reserved_specs.get(job_id)) is not None]
+    return sorted(ends, reverse=True)
+
+
 def _promised(ctx: CycleContext, by_time: Releases) -> dict[int, int]:
     """The GPUs promised to a reservation or a nomination, per node (a bit mask), with their
     releases added to ``by_time``.
@@ -66,16 +76,9 @@ def _promised(ctx: CycleContext, by_time: Releases) -> dict[int, int]:
     a promise is in the timeline itself, and a job behind the head is not told it can start on
     the head's GPUs. A GPU promised twice comes back at the later of the two ends."""
     state = ctx.state
-    default_runtime = ctx.config.default_runtime_estimate_s
-    promise_ends: list[tuple[float, str]] = []
-    for job_id, promise in ctx.reservations.items():
-        spec = ctx.reserved_specs.get(job_id)
-        if spec is not None:
-            promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
-                                 job_id))
     promised: dict[int, int] = {}
     index_of = state.index_of
-    for end, job_id in sorted(promise_ends, reverse=True):
+    for end, job_id in _promise_ends(ctx):
         for p in ctx.reservations[job_id].placements:
             n = index_of[p.node]
             mask = 0
@@ -107,19 +110,12 @@ def _resource_releases(ctx: CycleContext, reopens: dict[int, float]) -> Resource
     start and gives back with the GPUs when it has run; a hold's with its promise. (Asked
     only for a gang on distinct nodes, whose nodes need room beside their GPUs.)"""
     state = ctx.state
-    default_runtime = ctx.config.default_runtime_estimate_s
-    promise_ends: list[tuple[float, str]] = []
-    for job_id, promise in ctx.reservations.items():
-        spec = ctx.reserved_specs.get(job_id)
-        if spec is not None:
-            promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
-                                 job_id))
     held_until: dict[str, float] = {}
     promised: dict[int, list[tuple[int, float]]] = {}
     covered: dict[int, int] = {}
     index_of = state.index_of
     # a GPU promised twice comes back at the later end, as in _promised
-    for end, job_id in sorted(promise_ends, reverse=True):
+    for end, job_id in _promise_ends(ctx):
         held_until[job_id] = end
         for p in ctx.reservations[job_id].placements:
             n = index_of[p.node]

@@ -44,7 +44,7 @@ def whole_number(given: Any) -> int:
             raise NotAWholeNumber(f"{given!r} is not a whole number: give {int(given)}, without the fraction")
         raise NotAWholeNumber(f"{given!r} is not a whole number")
     if not isinstance(given, str):
-        raise NotAWholeNumber(f"a whole number is a number or a string of digits, not {_json_kind(given)}")
+        raise NotAWholeNumber(f"a whole number is a number or a string of digits, not {json_kind(given)}")
     if _DIGITS.match(given):
         digits = given.removeprefix("-").lstrip("0") or "0"
         value = int(digits) if len(digits) <= _MOST_DIGITS else 10**_MOST_DIGITS
@@ -59,7 +59,7 @@ def fractional_number(given: Any) -> Decimal:
     """`given` (a JSON number or a text) as a Decimal, negative zero as zero; NotAWholeNumber
     saying why not otherwise (a JSON number's range and precision are the field's to judge)."""
     if isinstance(given, bool) or not isinstance(given, int | float | str):
-        raise NotAWholeNumber(f"{_json_kind(given) if not isinstance(given, bool) else str(given).lower()} "
+        raise NotAWholeNumber(f"{json_kind(given)} "
                               "is not a number")
     if isinstance(given, float) and not math.isfinite(given):
         raise NotAWholeNumber(f"{given!r} is not a number")
@@ -101,9 +101,14 @@ def _why_not(text: str) -> str:
     return f"{shown} is not a whole number: use the digits 0-9 alone (no spaces, +, _ or other scripts' digits), as {read}"
 
 
-def _json_kind(data: Any) -> str:
+def json_kind(data: Any) -> str:
+    """What a JSON value is, in JSON's words: "a number", "true", "a list", "an object"."""
+    if isinstance(data, bool):
+        return "true" if data else "false"
     if data is None:
         return "null"
+    if isinstance(data, int | float):
+        return "a number"
     if isinstance(data, list | tuple):
         return "a list"
     if isinstance(data, dict):

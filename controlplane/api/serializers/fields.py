@@ -22,7 +22,7 @@ from controlplane.models.names import name_problem
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
-from controlplane.services.whole_numbers import NotAWholeNumber, fractional_number, whole_number
+from controlplane.services.whole_numbers import NotAWholeNumber, fractional_number, json_kind, whole_number
 from controlplane.services.yes_or_no import NotYesOrNo, yes_or_no
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
@@ -293,21 +293,6 @@ class NamedRecordField(serializers.SlugRelatedField):
                 raise
             said = no_record_named(queryset, str(data), slug_field=self.slug_field, lists_names=self.lists_names)
             raise serializers.ValidationError(said, code="does_not_exist") from None
-
-
-def json_kind(data: Any) -> str:
-    """What a JSON value is, in JSON's words: "a number", "true", "a list", "an object"."""
-    if isinstance(data, bool):
-        return "true" if data else "false"
-    if data is None:
-        return "null"
-    if isinstance(data, int | float):
-        return "a number"
-    if isinstance(data, list | tuple):
-        return "a list"
-    if isinstance(data, dict):
-        return "an object"
-    return type(data).__name__
 
 
 class TextField(serializers.CharField):
