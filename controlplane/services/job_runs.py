@@ -5,8 +5,9 @@ at someone's request or after it ended), oldest first, numbered from 1.
 Per run: its generation (as its agents and its output know it: a fenced run keeps its own, the
 fence's new one is `fenced_generation`), when it was bound, started and ended, how it ended (the
 release reason's code, what became of the job, and in words), its GPUs (nodes, indices and, in a
-heterogeneous gang, roles), the GPU-hours it held, whether on borrowed quota, and the work its
-requeue threw away, and what it cost. Everything is read from the allocation rows, their GPUs and
+heterogeneous gang, roles), the GPU-hours it held, whether on borrowed quota (and since when: a
+run bound within its team's quota can come to count as borrowed while it runs, a `job.borrowing`
+event), the work its requeue threw away, and what it cost. Everything is read from the allocation rows, their GPUs and
 the events the transitions wrote for them (services/transitions.py): `describe` reads a page of
 runs in two queries whatever its size; `runs_of` is the page's queryset.
 
@@ -66,7 +67,9 @@ EXITED = "Exited"
 #: (`job.stopping`, recorded as `job.preempting` before migration 0032, for a stop that is no preemption.)
 _NOTICE_KINDS = (*STOP_NOTICE_KINDS, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
 _SETTLING_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED, EventKind.JOB_FINISHED)
-_RUN_KINDS = (*_NOTICE_KINDS, *_SETTLING_KINDS, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED)
+#: And `job.borrowing`: when a run bound within its team's quota came to count as borrowed.
+_RUN_KINDS = (*_NOTICE_KINDS, *_SETTLING_KINDS, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED,
+              EventKind.JOB_BORROWING)
 
 #: A stop's reason as a run's end says it.
 _STOPPED_BECAUSE = {
@@ -118,6 +121,11 @@ class Run:
     lost_gpu_hours: float | None
     requeued_after_end: AfterEnd | None
     roles: dict[str, int] = field(default_factory=dict)
+    #: Since when it counted as borrowed: its bind for a run bound so, the scheduler's
+    #: `job.borrowing` event for one bound within its team's quota that came to count so while it
+    #: ran; None while `borrowed` is false. Why, in the event's words (empty for a run bound so).
+    borrowed_from: datetime | None = None
+    borrowed_because: str = ""
     #: Its GPU-hours as the job page's row says them: rounded cumulatively in bind order
     #: (`job_costs.RunCosts.gpu_hours`), so the rows add up to the job's GPU-hours above them.
     shown_gpu_hours: Decimal = Decimal("0.00")
@@ -143,6 +151,14 @@ class Run:
     @property
     def borrowed(self) -> bool:
         return bool(self.allocation.borrowed)
+
+    @property
+    def quota(self) -> str:
+        """`own`, `borrowed` (from its bind), or `own→borrowed`: bound within its team's quota, it
+        came to count as borrowed while it ran (`borrowed_from` says when), as `qm runs` says it."""
+        if self.borrowed_from is None:
+            return "own"
+        return "borrowed" if self.borrowed_from <= self.bound_at else "own→borrowed"
 
     @property
     def bound_at(self) -> datetime:
@@ -280,14 +296,28 @@ def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], l
     reason = allocation.release_reason
     if not reason and allocation.state in (AllocationState.RELEASED, AllocationState.FENCED):
         reason = EXITED
+    borrowed_from, borrowed_because = _borrowed_since(allocation, events)
     return Run(
         run=number, allocation=allocation, generation=generation, fenced_generation=fenced_generation,
         outcome=outcome, reason=reason, ended_how=ended_how, exit_code=exit_code if isinstance(exit_code, int) else None,
         notice=str(notice["message"]) if notice is not None else "",
         placement=[GpuGroup(node, indices, role) for (node, _, role), indices in gpus.items()],
         gpu_hours=round(held_s / 3600, 4), cost_usd=cost_usd, elapsed_s=elapsed, lost_gpu_hours=lost, requeued_after_end=after,
-        roles=roles, shown_gpu_hours=shown_gpu_hours,
+        roles=roles, shown_gpu_hours=shown_gpu_hours, borrowed_from=borrowed_from, borrowed_because=borrowed_because,
     )
+
+
+def _borrowed_since(allocation: Allocation, events: list[dict[str, Any]]) -> tuple[datetime | None, str]:
+    """Since when the run has counted as borrowed, and why: the last `job.borrowing` event that
+    made it so, else its bind (bound so, or a flag set before those events were written, 7 Dec);
+    (None, "") while its flag says own. Its flag is what the run is now or was at its release."""
+    if not allocation.borrowed:
+        return None, ""
+    since = next((e for e in reversed(events) if e["kind"] == EventKind.JOB_BORROWING and _data(e).get("borrowed")),
+                 None)
+    if since is None:
+        return allocation.created_at, ""
+    return since["created_at"], str(since["message"])
 
 
 def _ending(allocation: Allocation, settled: dict[str, Any] | None, fenced: dict[str, Any] | None,

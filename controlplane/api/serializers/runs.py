@@ -68,6 +68,13 @@ class JobRunSerializer(serializers.Serializer):
                                                 "nodes' GPU type and capacity tier in force at each instant. The "
                                                 "job's runs add up to the list's total_cost_usd.")
     borrowed = serializers.BooleanField(help_text="It ran on borrowed capacity (above its team's nominal quota), as it stands now or stood at its release.")
+    borrowed_from = serializers.DateTimeField(
+        allow_null=True, help_text="Since when it counted as borrowed: its bind (`bound_at`) for a run bound so; for one "
+                                   "bound within its team's quota that came to count as borrowed while it ran (the "
+                                   "quota lowered, the team moved out of its cohort), the job.borrowing event's time; "
+                                   "null while `borrowed` is false.")
+    borrowed_because = serializers.CharField(help_text="Why a run bound within its team's quota came to count as "
+                                                       "borrowed, in the job.borrowing event's words; empty otherwise.")
     lost_gpu_hours = serializers.FloatField(allow_null=True, help_text="The work its requeue threw away (GPUs × "
                                                                        "time since the last checkpoint); null "
                                                                        "when it did not end in a requeue.")

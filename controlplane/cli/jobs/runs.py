@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import LARGEST_PAGE, Api, ApiError
+from controlplane.cli.client import LARGEST_PAGE, Api
 from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -40,33 +40,15 @@ def _runs_of(api: Api, job_id: int, latest: int | None = None) -> tuple[list[dic
         page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
 
 
-def _quota_changes(api: Api, job_id: int, runs: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """Each run's job.borrowing events, by its generation, oldest first: a run bound within its
-    team's quota that came to count as borrowed while it ran (its team's quota lowered, its team
-    moved out of its cohort). The API's `borrowed` is the run's flag now or at its release, so
-    QUOTA said `borrowed` of a run that held its own quota until then. A run's bind event names
-    its allocation and generation; a borrowing event its allocation. Read only when a run is
-    borrowed (a mark is never cleared); none readable (an older server): none."""
-    if not any(run["borrowed"] for run in runs):
-        return {}
-    try:
-        events = api.listed("events/", {"job": job_id, "kind": ["job.bound", "job.borrowing"]})["results"]
-    except ApiError:
-        return {}
-    generation = {e["allocation"]: e["data"].get("generation") for e in events if e["kind"] == "job.bound"}
-    changes: dict[int, list[dict[str, Any]]] = {}
-    for event in sorted((e for e in events if e["kind"] == "job.borrowing"), key=lambda e: (e["created_at"], e["id"])):
-        if generation.get(event["allocation"]) is not None:
-            changes.setdefault(generation[event["allocation"]], []).append(event)
-    return changes
-
-
-def _quota_cell(run: dict[str, Any], changes: list[dict[str, Any]]) -> str:
-    """`own`, `borrowed`, or what it was bound as and became: `own→borrowed`."""
-    said = ["borrowed" if run["borrowed"] else "own"]
-    for change in reversed(changes):  # back from its flag now to the one it was bound with
-        said.insert(0, "own" if change["data"].get("borrowed") else "borrowed")
-    return "→".join(said)
+def _quota_cell(run: dict[str, Any]) -> str:
+    """`own`, `borrowed` (from its bind), or `own→borrowed`: bound within its team's quota, it came
+    to count as borrowed while it ran, as the API's `borrowed_from` says (after its `bound_at`),
+    and as the job page's Quota column says it. A server without the field (before 7 Dec): the
+    flag alone."""
+    if not run["borrowed"]:
+        return "own"
+    since, bound = output.parse_time(run.get("borrowed_from")), output.parse_time(run["bound_at"])
+    return "own→borrowed" if since is not None and bound is not None and since > bound else "borrowed"
 
 
 def _run_where(run: dict[str, Any]) -> str:
@@ -75,7 +57,7 @@ def _run_where(run: dict[str, Any]) -> str:
                     for g in run["placement"])
 
 
-def _run_row(run: dict[str, Any], shown_gpu_hours: Decimal, changes: list[dict[str, Any]]) -> list[Any]:
+def _run_row(run: dict[str, Any], shown_gpu_hours: Decimal) -> list[Any]:
     if run["ended_at"]:
         ended = output.utc_text(run["ended_at"], suffix="")
     elif run["stop_deadline"]:
@@ -88,7 +70,7 @@ def _run_row(run: dict[str, Any], shown_gpu_hours: Decimal, changes: list[dict[s
         output.utc_text(run["started_at"], suffix=""), ended, output.clock(run["elapsed_s"]), run["ended_how"],
         run["reason"], "" if run["exit_code"] is None else run["exit_code"], run["gpus"], _run_where(run),
         gpu_hours(float(share_said(shown_gpu_hours, run["gpu_hours"])), cell=True), f"${run['cost_usd']:,.2f}",
-        _quota_cell(run, changes),
+        _quota_cell(run),
         "" if run["lost_gpu_hours"] is None else gpu_hours(run["lost_gpu_hours"], cell=True),
     ]
 
@@ -114,14 +96,14 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     # own: 0.01 and 0.01 above 0.03). From the API's figures, to four places.
     exact_hours = [Decimal(str(run["gpu_hours"])) for run in runs]
     shown = rounded_cumulatively(exact_hours, HUNDREDTH)
-    changes = _quota_changes(api, job_id, runs)
-    output.table([_run_row(run, share, changes.get(run["generation"], [])) for run, share in zip(runs, shown, strict=True)],
+    output.table([_run_row(run, share) for run, share in zip(runs, shown, strict=True)],
                  RUNS_COLUMNS, cut=["HOW IT ENDED"], wide=RUNS_WIDE)
     for run in runs:
         if run["notice"]:
             print(output.visible(f"run {run['run']}: {run['notice']}"))
-        for change in changes.get(run["generation"], []):
-            print(output.visible(f"run {run['run']}: from {output.utc_text(change['created_at'])}: {change['message']}"))
+        if _quota_cell(run) == "own→borrowed":
+            print(output.visible(f"run {run['run']}: from {output.utc_text(run['borrowed_from'])}: "
+                                 f"{run['borrowed_because']}"))
         after = run["requeued_after_end"]
         if after:
             held = " held" if after["held"] else ""

@@ -388,3 +388,38 @@ def test_a_gang_across_gpu_types_with_a_member_gone_early_and_a_price_change_mid
     costs = job_costs.run_costs(job.pk, at)
     assert costs.total_usd == job_costs.job_cost(job.pk)["cost_usd"]
     assert costs.of(run1.pk) == Decimal("10.63") and sum(costs.usd.values()) == costs.total_usd
+
+
+def test_a_run_bound_within_quota_that_came_to_count_as_borrowed_says_from_when_and_why(fleet, alice) -> None:
+    """`borrowed` is a run's flag now or at its release; `borrowed_from` says since when it
+    counted as borrowed: its bind for a run bound borrowed, the scheduler's job.borrowing event
+    for one bound within its team's quota (the quota lowered under it), null for one on its own."""
+    from controlplane.choices import EventKind
+    from controlplane.models import Event, Quota
+    from controlplane.services import cycle
+    from tests.controlplane.fleet_fixture import client_for
+
+    now = timezone.now()
+    older = _job(fleet, name="older", gpus=8, runtime_limit_s=4 * 3600)
+    newer = _job(fleet, name="newer", gpus=8, runtime_limit_s=4 * 3600)
+    lent = _job(fleet, name="lent", gpus=2)
+    bind_at(older, [(fleet.nodes[1], range(8), "")], at=now - timedelta(minutes=30))
+    marked = bind_at(newer, [(fleet.nodes[2], range(8), "")], at=now - timedelta(minutes=10))
+    borrowed = bind_at(lent, [(fleet.nodes[3], [0, 1], "")], at=now - timedelta(minutes=5), borrowed=True)
+    quota = Quota.objects.get(team=fleet.ml, gpu_type=fleet.h100)
+    lowered = client_for(fleet, "admin").patch(f"/api/v1/quotas/{quota.pk}/", {"nominal_gpus": 8},
+                                               content_type="application/json")
+    assert lowered.status_code == 200, lowered.content
+    cycle.run_cycle("worker-1")
+    event = Event.objects.get(kind=EventKind.JOB_BORROWING, allocation_id=marked.pk)
+
+    (own,) = alice.get(f"{J}{older.pk}/runs/").json()["results"]
+    (became,) = alice.get(f"{J}{newer.pk}/runs/").json()["results"]
+    (bound,) = alice.get(f"{J}{lent.pk}/runs/").json()["results"]
+
+    assert (own["borrowed"], own["borrowed_from"], own["borrowed_because"]) == (False, None, "")
+    assert (became["borrowed"], became["borrowed_from"]) == (True, _iso(event.created_at))
+    assert became["bound_at"] == _iso(marked.created_at) != became["borrowed_from"]
+    assert became["borrowed_because"].startswith("Now counts as borrowed: team ml holds 18 H100-80GB GPUs, 10 above")
+    assert (bound["borrowed"], bound["borrowed_from"], bound["borrowed_because"]) == (
+        True, _iso(borrowed.created_at), "")

@@ -2,7 +2,9 @@
 release, so a run bound within its team's quota that came to count as borrowed while it ran (the
 quota lowered under it) read `borrowed` as if it had been bound so. It now reads `own→borrowed`,
 and a line under the table says from when and why; a run borrowed from its bind still reads
-`borrowed`, one within quota `own`."""
+`borrowed`, one within quota `own`. Since 7 Dec qm reads when and why from the run's own
+`borrowed_from` and `borrowed_because` (services/job_runs.py, as the job page does), not from
+the job's events."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.core.signals import request_started
 from django.utils import timezone
 
+from controlplane.cli import output
 from controlplane.models import Quota
 from controlplane.services import cycle
 from tests.controlplane import factories as f
@@ -59,3 +63,31 @@ def test_a_run_borrowed_from_its_bind_reads_borrowed(alice_qm, fleet) -> None:  
     assert r.code == 0, r.err
     assert _quota_cells(r.out) == ["borrowed"], r.out
     assert "Now counts as borrowed" not in r.out
+
+
+def test_qm_says_when_and_why_from_the_runs_own_fields_without_reading_events(alice_qm, fleet) -> None:  # noqa: ANN001
+    job = f.make_job(fleet.ml, submitter=fleet.users["owner"], name="newer", gpus=8, runtime_limit_s=4 * 3600)
+    other = f.make_job(fleet.ml, submitter=fleet.users["owner"], name="older", gpus=8, runtime_limit_s=4 * 3600)
+    bind_at(other, [(fleet.nodes[1], range(8), "")], at=timezone.now() - timedelta(minutes=30))
+    bind_at(job, [(fleet.nodes[2], range(8), "")], at=timezone.now() - timedelta(minutes=10))
+    Quota.objects.filter(team=fleet.ml, gpu_type=fleet.h100).update(nominal_gpus=8)
+    cycle.run_cycle("worker-1")
+    (run,) = client_for(fleet, "owner").get(f"/api/v1/jobs/{job.pk}/runs/").json()["results"]
+    assert run["borrowed_from"] != run["bound_at"], run
+    paths: list[str] = []
+
+    def heard(sender, environ, **kwargs) -> None:  # noqa: ANN001, ANN003
+        paths.append(environ["PATH_INFO"])
+
+    # The live server answers in a thread of this process: each request it serves is heard here.
+    request_started.connect(heard)
+    try:
+        r = alice_qm("runs", str(job.pk), "--wide")
+    finally:
+        request_started.disconnect(heard)
+
+    assert r.code == 0, r.err
+    assert _quota_cells(r.out) == ["own→borrowed"], r.out
+    assert f"run 1: from {output.utc_text(run['borrowed_from'])}: {run['borrowed_because']}" in r.out
+    assert f"/api/v1/jobs/{job.pk}/runs/" in paths
+    assert not [p for p in paths if p.startswith("/api/v1/events/")], paths
