@@ -181,7 +181,7 @@ NO_PROJECT = "__unallocated__"
 #: The page's table, column for column but the lost GPU-hours beside the waste (until 6 Dec qm
 #: left out $ / productive GPU-h and the useful tokens: a price per token no one could check).
 SHOWBACK_COLUMNS = [
-    ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
+    ("GPU-H ALLOC", "gpuHours"), ("GPU-H BORROWED", "borrowedGpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
     ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/PRODUCTIVE GPU-H", "usdPerProductiveGpuHour"),
     ("USEFUL TOKENS", "usefulTokens"), ("$/1M TOKENS", "usdPerMillionTokens"),
     ("COST W/O TOKENS $", "costWithoutTokens"),
@@ -192,16 +192,19 @@ SHOWBACK_COLUMNS = [
 #: token columns are --wide's.
 SHOWBACK_WIDE = ["GPU-H ACTIVE", "GPU-H PRODUCTIVE", "$/PRODUCTIVE GPU-H", "USEFUL TOKENS", "$/1M TOKENS",
                  "COST W/O TOKENS $"]
-SHOWBACK_SHORT = {"GPU-H ALLOC": "GPU-H", "IDLE RESERVED $": "IDLE RSV $", "PREEMPTION WASTE $": "WASTE $"}
+SHOWBACK_SHORT = {"GPU-H ALLOC": "GPU-H", "GPU-H BORROWED": "BORROWED", "IDLE RESERVED $": "IDLE RSV $", "PREEMPTION WASTE $": "WASTE $"}
+#: The columns of a team's guarantee: shown by team only, as the page and the CSV show them.
+TEAM_ONLY_KEYS = ("borrowedGpuHours", "idleReservedCost")
 #: __idle__'s cells that say nothing of it: capacity no job held is no job's GPU-hours or tokens.
 IDLE_BLANK = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usefulTokens")
 #: The columns the page shows rounded (GPU-hours to two places, adding up to TOTAL; per-unit prices
 #: to the cent, rounded once): printed as the API's `shown` gives them (services/showback.shown_figures,
 #: the page's figures), never rounded here again. Until 7 Dec qm rounded the API's four places to
 #: two, and 1.01495 GPU-hours read 1.01 on the page and 1.02 here, in the row and in TOTAL.
-SHOWN_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usdPerGpuHour", "usdPerProductiveGpuHour")
+SHOWN_KEYS = ("gpuHours", "borrowedGpuHours", "gpuHoursActive", "gpuHoursProductive", "usdPerGpuHour",
+              "usdPerProductiveGpuHour")
 #: The GPU-hour columns: a non-zero figure below a hundredth reads "< 0.01", as on the page.
-HOUR_KEYS = ("gpuHours", "gpuHoursActive", "gpuHoursProductive")
+HOUR_KEYS = ("gpuHours", "borrowedGpuHours", "gpuHoursActive", "gpuHoursProductive")
 
 
 def _kind(name: str, allocation: dict[str, Any]) -> str:
@@ -309,14 +312,15 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         if not_recorded:
             print(output.visible(not_recorded))
         return 0
-    # Idle reserved quota is a team's: by project, job or class the API has none (null), so the
-    # column goes, as on the page (until 7 Dec it read "-" on every group and a figure on TOTAL).
+    # Idle reserved quota and borrowed GPU-hours are a team's (its guarantee is): by project, job
+    # or class the API has none (null), so the columns go, as on the page (until 7 Dec idle
+    # reserved read "-" on every group and a figure on TOTAL).
     by_team = args.by == "team"
-    shown = [i for i, (_, key) in enumerate(SHOWBACK_COLUMNS) if by_team or key != "idleReservedCost"]
+    shown = [i for i, (_, key) in enumerate(SHOWBACK_COLUMNS) if by_team or key not in TEAM_ONLY_KEYS]
     first = 1 + len(named)
     rows = [row[:first] + [row[first + i] for i in shown] for row in rows]
     headed = output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
-                          + [SHOWBACK_COLUMNS[i][0] for i in shown], cut=["NAME", "PROJECT"], wide=SHOWBACK_WIDE,
+                          + [SHOWBACK_COLUMNS[i][0] for i in shown], cut=["NAME", "PROJECT", "TEAM"], wide=SHOWBACK_WIDE,
                           short=SHOWBACK_SHORT)
     for name in (n for n in allocations if n.lower() == "total"):
         # A team stored as TOTAL (before the name was refused) read as the total's twin.
