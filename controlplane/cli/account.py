@@ -38,7 +38,7 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
         output.emit_json({"url": api.url, "config": str(path), **me})
         return 0
     roles = ", ".join(f"{m['role']} of {m['team']}" if m["team"] else m["role"] for m in me["memberships"]) or "no team"
-    print(f"Logged in to {api.url} as {me['username']} ({roles}). Token saved in {path}.")
+    output.note(f"Logged in to {api.url} as {me['username']} ({roles}). Token saved in {path}.")
     return 0
 
 
@@ -87,7 +87,7 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
     token = config.get("token")
     if token is None and not unreadable:
         env = " ($QM_TOKEN in your environment is left alone.)" if os.environ.get("QM_TOKEN") else ""
-        print(f"Not logged in: no token stored in {path}.{env}")
+        output.note(f"Not logged in: no token stored in {path}.{env}")
         return 0
     server, revoked, note = api.url, False, ""
     if unreadable:
@@ -123,8 +123,8 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
         output.emit_json({"server": server, "revoked": revoked, "config": str(path), "note": note})
         return 0
     if note and (revoked or "already invalid" in note):
-        print(note)
-    print(f"Logged out; token removed from {path}.")
+        output.note(note)
+    output.note(f"Logged out; token removed from {path}.")
     return 0
 
 

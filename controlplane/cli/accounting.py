@@ -151,24 +151,23 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
     window = f"{output.utc_text(since.isoformat(), suffix='')} → {output.utc_text(until.isoformat())}"
     if not jobs:
         if account.reads_no_jobs(api):
-            print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+            output.note("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
             return 0
         # With filters, "No job ended" was false whenever others had ended (qm history --state failed
         # on a day of 240 succeeded jobs): the filters are named, as the history page says them.
         chosen = ([f"--state {','.join(args.state)}"] if args.state else []) + [
             f"--{flag.replace('_', '-')} {getattr(args, flag)}"
             for flag in ("user", "team", "node", "name", "exit_code") if getattr(args, flag) is not None]
-        print(("No job ended " if not chosen else f"No job matching {' '.join(chosen)} ended ") + window
+        output.note(("No job ended " if not chosen else f"No job matching {' '.join(chosen)} ended ") + window
               + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
               + ". Pending and running jobs: qm list.")
         return 0
     output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS, cut=["NAME"],
                  wide=HISTORY_WIDE)
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
-    print(output.visible(
-        f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
+    output.note(f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
         f"{gpu_hours(totals['lost_gpu_hours'])} GPU-hours of work lost to preemptions and requeues; "
-        f"cost ${_dollars(total_cost)}."))
+        f"cost ${_dollars(total_cost)}.")
     return 0
 
 
@@ -275,7 +274,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         return 0
     window = report.get("window", {})
     # The window's ends as every other qm command says a time (the raw ISO text before).
-    print(f"Showback by {args.by}, {output.utc_text(window.get('start'), '')} → "
+    output.note(f"Showback by {args.by}, {output.utc_text(window.get('start'), '')} → "
           f"{output.utc_text(window.get('end'))} ({report.get('currency', 'USD')})")
     allocations: dict[str, Any] = {}
     for chunk in report.get("data", []):
@@ -304,13 +303,13 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if began_at is not None and ended is not None and began_at >= ended:
         # The period ended before the accounting began: a table of 0.00 and a TOTAL of 0.00 (the
         # fleet readers' __idle__ row) read as a fleet that cost nothing; as the page, no figures.
-        print(output.visible(f"Nothing was recorded in this period: the accounting began at {output.utc_text(began)}, "
-                             "after it ended (not $0.00 of use: no record)."))
+        output.note(f"Nothing was recorded in this period: the accounting began at {output.utc_text(began)}, "
+                             "after it ended (not $0.00 of use: no record).")
         return 0
     if not allocations:
-        print("Nothing recorded in this window.")
+        output.note("Nothing recorded in this window.")
         if not_recorded:
-            print(output.visible(not_recorded))
+            output.note(not_recorded)
         return 0
     # Idle reserved quota and borrowed GPU-hours are a team's (its guarantee is): by project, job
     # or class the API has none (null), so the columns go, as on the page (until 7 Dec idle
@@ -324,45 +323,44 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
                           short=SHOWBACK_SHORT)
     for name in (n for n in allocations if n.lower() == "total"):
         # A team stored as TOTAL (before the name was refused) read as the total's twin.
-        print(output.visible(f"{name} above the last row is the {args.by.replace('_', ' ')} named {name}; "
-                             "the last row is the report's total."))
+        output.note(f"{name} above the last row is the {args.by.replace('_', ' ')} named {name}; "
+                             "the last row is the report's total.")
     idle = next((a for name, a in allocations.items() if _kind(name, a) == "idle"), None)
     if idle and idle.get("gpuHours") is not None:
-        print(f"{IDLE_ENTRY}: {_cell(idle, 'gpuHours')} GPU-hours of capacity no job held "
+        output.note(f"{IDLE_ENTRY}: {_cell(idle, 'gpuHours')} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
     no_project = sorted(name for name, a in allocations.items() if name.endswith("/" + NO_PROJECT)
                         and (a.get("properties") or {}).get("project_id") is None)
     if no_project:
         # The row read `vision/__unallocated__` with nothing to say it is not a project of that
         # name (the page says "vision (no project)"; the table keeps the API's and CSV's name).
-        print(output.visible(f"{', '.join(no_project)}: the jobs of "
-                             f"{'that team' if len(no_project) == 1 else 'those teams'} that named no project."))
+        output.note(f"{', '.join(no_project)}: the jobs of "
+                             f"{'that team' if len(no_project) == 1 else 'those teams'} that named no project.")
     if idle and totals.get("usdPerGpuHour") is not None:
         # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
-        print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
+        output.note("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
               "GPU-hour the jobs held.")
     no_tokens = [name for name, a in ordered if _kind(name, a) != "idle" and a.get("usdPerMillionTokens") is None]
     if no_tokens and "$/1M TOKENS" in headed:
         # A '-' in $/1M TOKENS said nothing of why (the page explains it under its table): no
         # useful tokens were reported there, so there is no price per token, neither $0 nor
         # infinite, and that cost is under COST W/O TOKENS $.
-        print(output.visible(
-            f"$/1M TOKENS '-': no useful tokens reported ({', '.join(no_tokens[:5])}"
+        output.note(f"$/1M TOKENS '-': no useful tokens reported ({', '.join(no_tokens[:5])}"
             f"{f' and {len(no_tokens) - 5} more' if len(no_tokens) > 5 else ''}): no price per token; "
-            "what they cost is under COST W/O TOKENS $."))
+            "what they cost is under COST W/O TOKENS $.")
     if not_recorded:
-        print(output.visible(not_recorded))
+        output.note(not_recorded)
     for u in report.get("unpriced") or []:
         # GPU time no price rate covered is counted at $0 in every figure above: say where.
         since = f"before its first rate ({output.utc_text(u['pricedFrom'])})" if u.get("pricedFrom") else "no rate at all"
-        print(output.visible(f"Not priced, counted at $0.00: {u['gpuType']} {u['capacityTier']} ({since}): "
+        output.note(f"Not priced, counted at $0.00: {u['gpuType']} {u['capacityTier']} ({since}): "
                              f"{u['capacityGpuHours']:,.2f} GPU-hours of capacity, {u['allocatedGpuHours']:,.2f} "
-                             "held by jobs. Add a price rate for it (admin)."))
+                             "held by jobs. Add a price rate for it (admin).")
     if not by_team:
-        print(f"Idle reserved quota is per team, not per {args.by.replace('_', ' ')}: not shown here "
+        output.note(f"Idle reserved quota is per team, not per {args.by.replace('_', ' ')}: not shown here "
               "(nor in the CSV); `qm showback --by team` shows it.")
     if totals.get("idleReservedCost") and "IDLE RESERVED $" in headed:
         # TOTAL's IDLE RESERVED $ sat beside its COST $ unexplained: finance added the two.
-        print(f"{headed['IDLE RESERVED $']}: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
+        output.note(f"{headed['IDLE RESERVED $']}: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
               "capacity, not a charge: not in COST $ or TOTAL.")
     return 0

@@ -30,13 +30,13 @@ def cmd_sinfo(api: Api, args: argparse.Namespace) -> int:
         wide=["WHOLE FREE", "PART USED"],  # the narrow view fits 80 columns; FREE and LARGEST FREE say as much
     )
     reasons = ", ".join(f"{n} {code}" for code, n in sorted(queue["pending_by_reason"].items(), key=lambda kv: -kv[1]))
-    print(f"Queue: {counted(queue['pending_jobs'], 'job')} waiting for {counted(queue['pending_gpus'], 'GPU')}"
+    output.note(f"Queue: {counted(queue['pending_jobs'], 'job')} waiting for {counted(queue['pending_gpus'], 'GPU')}"
           + (f" ({reasons})" if reasons else "") + f"; {counted(queue['running_jobs'], 'job')} running on "
           f"{counted(queue['running_gpus'], 'GPU')}.")
     # Why jobs wait is the last cycle's word: a dead loop's reasons read as a healthy queue's.
     if stalled := loop_warning(queue.get("loop"), "the reasons above"):
-        print(stalled)
-    print("AWAY: free GPUs on nodes that take no work (not ready, or in a maintenance window). STRANDED: free GPUs "
+        output.note(stalled)
+    output.note("AWAY: free GPUs on nodes that take no work (not ready, or in a maintenance window). STRANDED: free GPUs "
           "on partly used nodes while a job needing whole nodes of the pool waits.")
     return 0
 
@@ -92,7 +92,7 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(page)
         return 0
     if args.retired and not rows:
-        print("No retired nodes.")  # without the table's header over nothing (it printed one)
+        output.note("No retired nodes.")  # without the table's header over nothing (it printed one)
         return 0
     output.table(
         [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", _node_state(n), n["leaf_switch"],
@@ -103,7 +103,7 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
         retired = api.request("GET", "nodes/", params={"retired": "true", "limit": 1})
         hidden = int(retired.get("count", 0))
         if hidden:
-            print(f"{hidden} retired node{'s' if hidden > 1 else ''} not shown, out of the fleet: "
+            output.note(f"{hidden} retired node{'s' if hidden > 1 else ''} not shown, out of the fleet: "
                   "qm nodes --retired lists them (--all with the rest)")
     return 0
 
@@ -124,19 +124,19 @@ def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
     if args.json:
         output.emit_json(node)
     elif node.get("detail") and action in ("cordon", "drain", "uncordon"):
-        print(output.visible(node["detail"]))  # what it did, and the jobs a cordon or drain leaves running there
+        output.note(node["detail"])  # what it did, and the jobs a cordon or drain leaves running there
     elif node["state"] == "retired":
-        print(output.visible(f"{node['name']} is retired: out of the fleet (no work, no capacity, its agent refused) "
-                             f"until an admin returns it to service (qm nodes return {node['name']})."))
+        output.note(f"{node['name']} is retired: out of the fleet (no work, no capacity, its agent refused) "
+                             f"until an admin returns it to service (qm nodes return {node['name']}).")
     elif action == "return":
-        print(output.visible(f"{node['name']} is {node['state']}: back in the fleet, until its agent registers "
+        output.note(f"{node['name']} is {node['state']}: back in the fleet, until its agent registers "
                              "again; it then comes back " + ("cordoned (qm uncordon it to take work)."
-                                                            if node.get("unschedulable") else "ready.")))
+                                                            if node.get("unschedulable") else "ready."))
     else:
         away = node["state"] in ("down", "quarantined") or (node["state"] == "suspect" and node.get("unschedulable"))
         back = (" It returns " + ("cordoned" if node.get("unschedulable") else "ready") + " when its agent "
                 + ("heartbeats" if node["state"] == "suspect" else "registers") + " again.")
-        print(output.visible(f"{node['name']} is {node['state']}." + (back if away else "")))
+        output.note(f"{node['name']} is {node['state']}." + (back if away else ""))
     return 0
 
 

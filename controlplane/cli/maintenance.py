@@ -70,17 +70,17 @@ def _print_affected(window: dict[str, Any]) -> None:
         return
     if window["state"] == "active":  # it has begun: whatever runs on its nodes runs inside it
         if not jobs:
-            print("No job holds GPUs on its nodes now.")
+            output.note("No job holds GPUs on its nodes now.")
             return
-        print(f"{counted(len(jobs), 'running job')} hold{'s' if len(jobs) == 1 else ''} GPUs on its nodes now, "
+        output.note(f"{counted(len(jobs), 'running job')} hold{'s' if len(jobs) == 1 else ''} GPUs on its nodes now, "
               "inside the window, until the end of "
               f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'} at the latest (the scheduler "
               "stops none: cancel or requeue them to free the nodes):")
     elif not jobs:
-        print("No running job will still hold GPUs on its nodes when it begins.")
+        output.note("No running job will still hold GPUs on its nodes when it begins.")
         return
     else:
-        print(f"{counted(len(jobs), 'running job')} will still hold GPUs on its nodes when it begins, by "
+        output.note(f"{counted(len(jobs), 'running job')} will still hold GPUs on its nodes when it begins, by "
               f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'} (the scheduler stops none: drain "
               "the nodes or cancel the jobs):")
     output.table([(j["id"] if j["id"] is not None else "-", j["name"] or f"(a job of team {j['team']})", j["team"],
@@ -89,8 +89,8 @@ def _print_affected(window: dict[str, Any]) -> None:
 
 
 def _print_window(window: dict[str, Any], verb: str) -> None:
-    print(output.visible(f"Maintenance window {window['id']} {verb}: {output.nodes_cell(window['nodes'])} "
-                         f"{_window_times(window)}: {window['reason']}."))
+    output.note(f"Maintenance window {window['id']} {verb}: {output.nodes_cell(window['nodes'])} "
+                         f"{_window_times(window)}: {window['reason']}.")
     _print_affected(window)
 
 
@@ -125,7 +125,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
             return 0
         rows = page["results"]
         if not rows:
-            print("No maintenance window " + ("at all." if args.all else "active or upcoming (--all lists the "
+            output.note("No maintenance window " + ("at all." if args.all else "active or upcoming (--all lists the "
                                               "ended and cancelled ones too).")
                   + " Schedule one: qm maint add --nodes NODE --start +2h --duration 4h --reason '...'")
             return 0
@@ -136,7 +136,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
                      cut=["REASON"])
         for w in rows:
             if w.get("overlapping_windows"):
-                print(f"Window {w['id']} {_overlaps_said(w['overlapping_windows'])}.")
+                output.note(f"Window {w['id']} {_overlaps_said(w['overlapping_windows'])}.")
         return 0
     if action == "add":
         body = _maint_body(args, now)
@@ -145,7 +145,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
             output.emit_json(window)
         else:
             _print_window(window, "scheduled")
-            print(f"Jobs that would still run on its nodes when it begins wait (reason MaintenanceWindow). "
+            output.note(f"Jobs that would still run on its nodes when it begins wait (reason MaintenanceWindow). "
                   f"Cancel it: qm maint cancel {window['id']}")
         return 0
     window_id = _window_id(args.window)
@@ -179,7 +179,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(window)
     else:
-        print(output.visible(f"Maintenance window {window['id']} cancelled ({output.nodes_cell(window['nodes'])} "
+        output.note(f"Maintenance window {window['id']} cancelled ({output.nodes_cell(window['nodes'])} "
                              f"{_window_times(window)}: {window['reason']}): its nodes take any work again from the "
-                             "next scheduling cycle."))
+                             "next scheduling cycle.")
     return 0

@@ -41,9 +41,9 @@ def _hook_refused(error: ApiError, flags: dict[str, str]) -> CliError | ApiError
 
 
 def _signature_help(hook: dict[str, Any], verb: str) -> None:
-    print(output.visible(f"Its {verb} secret (shown once; receivers check X-Quartermaster-Signature with it): "
-                         f"{hook['secret']}"))
-    print("Receivers check: X-Quartermaster-Signature == 'sha256=' + hex HMAC-SHA256 of the raw body with it.")
+    output.note(f"Its {verb} secret (shown once; receivers check X-Quartermaster-Signature with it): "
+                         f"{hook['secret']}")
+    output.note("Receivers check: X-Quartermaster-Signature == 'sha256=' + hex HMAC-SHA256 of the raw body with it.")
 
 
 def _notify_edit(api: Api, args: argparse.Namespace, hook_id: int) -> int:
@@ -71,10 +71,10 @@ def _notify_edit(api: Api, args: argparse.Namespace, hook_id: int) -> int:
         return 0
     whose = f"every job of team {hook['team']}" if hook["team"] else "your own jobs"
     state = "" if hook["active"] else " It is paused: nothing is sent until you resume it."
-    print(output.visible(f"Hook {hook['id']} now POSTs {', '.join(hook['events'])} of {whose} to {hook['url']}."
-                         + state))
+    output.note(f"Hook {hook['id']} now POSTs {', '.join(hook['events'])} of {whose} to {hook['url']}."
+                         + state)
     if "url" in body:
-        print(f"Deliveries still queued go to the new URL at their next attempt. Try it: qm notify test {hook['id']}")
+        output.note(f"Deliveries still queued go to the new URL at their next attempt. Try it: qm notify test {hook['id']}")
     return 0
 
 
@@ -114,10 +114,10 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
             output.emit_json(hook)
             return 0
         whose = f"every job of team {hook['team']}" if hook["team"] else "your own jobs"
-        print(output.visible(f"Hook {hook['id']} POSTs {', '.join(hook['events'])} of {whose} to {hook['url']}."))
-        print(output.visible(f"Its secret (shown once; receivers check X-Quartermaster-Signature with it): "
-                             f"{hook['secret']}"))
-        print(f"Try it: qm notify test {hook['id']}")
+        output.note(f"Hook {hook['id']} POSTs {', '.join(hook['events'])} of {whose} to {hook['url']}.")
+        output.note(f"Its secret (shown once; receivers check X-Quartermaster-Signature with it): "
+                             f"{hook['secret']}")
+        output.note(f"Try it: qm notify test {hook['id']}")
         return 0
     if action == "list":
         # Every page: one (1,000 hooks) was printed as the whole list, the latest hooks missing.
@@ -127,7 +127,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
             return 0
         rows = page["results"]
         if not rows:
-            print("No notification hooks. Add one: qm notify add URL --events started,failed")
+            output.note("No notification hooks. Add one: qm notify add URL --events started,failed")
             return 0
         output.table([(h["id"], h["url"], ",".join(h["events"]), h["team"] or "(own jobs)",
                        "yes" if h["active"] else "paused",
@@ -138,9 +138,9 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
                 fix = ("https://... (the receiver's https address)" if h["url"].startswith("http://")
                        else "URL (one the rule above allows)")
                 print()
-                print(output.visible(f"Hook {h['id']} is not delivering: every POST to {h['url']} is refused here: "
-                                     f"{h['undeliverable_reason']}"))
-                print(f"  Fix it: qm notify edit {h['id']} --hook-url {fix}")
+                output.note(f"Hook {h['id']} is not delivering: every POST to {h['url']} is refused here: "
+                                     f"{h['undeliverable_reason']}")
+                output.note(f"  Fix it: qm notify edit {h['id']} --hook-url {fix}")
         return 0
     hook_id = _hook_id(args.hook)
     if action == "edit":
@@ -150,7 +150,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         if args.json:
             output.emit_json(hook)
             return 0
-        print(f"Hook {hook['id']} has a new signing secret: the old one is refused from now on, retries of older "
+        output.note(f"Hook {hook['id']} has a new signing secret: the old one is refused from now on, retries of older "
               "deliveries included.")
         _signature_help(hook, "new")
         return 0
@@ -160,7 +160,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
             output.emit_json(changes)
             return 0
         if not changes:
-            print(f"Hook {hook_id} has no recorded changes (it was made before changes were recorded).")
+            output.note(f"Hook {hook_id} has no recorded changes (it was made before changes were recorded).")
             return 0
         # CHANGE is a sentence (a URL and an event list changed: 300 columns and more): wrapped
         # under its column on a terminal, as an event's WHAT is.
@@ -172,7 +172,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         if args.json:
             output.emit_json({"deleted": hook_id})
         else:
-            print(f"Hook {hook_id} removed, with the deliveries it still had to send.")
+            output.note(f"Hook {hook_id} removed, with the deliveries it still had to send.")
         return 0
     answer = api.request("POST", f"notification-hooks/{hook_id}/test/")
     output.say_answer(answer, args.json)

@@ -199,7 +199,28 @@ def say_answer(answer: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(answer)
     else:
-        print(visible(answer["detail"]))
+        note(answer["detail"])
+
+
+def note(text: Any = "", out: TextIO | None = None) -> None:
+    """A sentence for a person (a note under a table, a line in a table's place, an answer) on
+    its own line: on a terminal (or with COLUMNS) wrapped between words at its width, as the
+    tables are fitted to it (a note of 208 columns broke mid-word at 80); whole on one line with
+    `--wide` or to a pipe or file without COLUMNS, as a script reads it. A word wider than the
+    terminal (a URL, a secret) is kept whole on a line of its own. Its indent is kept on
+    every line; control characters, a line break included, are written as escapes (`visible`:
+    a job's name cannot split the sentence it is named in)."""
+    out = out or sys.stdout
+    line = visible(text)
+    limit = terminal_width.columns()
+    body = line.lstrip(" ")
+    indent = line[:len(line) - len(body)]
+    if limit is None or width(line) <= limit or not body:
+        out.write(line + "\n")
+        return
+    for piece in terminal_width.wrapped(body, max(limit - len(indent), terminal_width.SHORTEST), width,
+                                         break_words=False):
+        out.write(indent + piece + "\n")
 
 
 def emit_json_line(data: Any, out: TextIO = sys.stdout) -> None:

@@ -60,7 +60,7 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
     elif not ids or len(unknown) < len(ids):
         _print_queue(body, asked=bool(ids), team=args.team)
         for job in waiting_out:
-            print(output.visible(f"Job {job['id']} ({job['name']}) is {_state_said(job)}; not in line."))
+            output.note(f"Job {job['id']} ({job['name']}) is {_state_said(job)}; not in line.")
         # ORDER is the next cycle's: with the loop stalled, that cycle is not coming.
         warn(body.get("loop"))
     for error in unknown:
@@ -97,10 +97,10 @@ def _state_said(job: dict[str, Any]) -> str:
 
 
 def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> None:
-    print(f"Queue order ({body['queue_order']}): {QUEUE_ORDER_WORDS.get(body['queue_order'], body['queue_order'])}.")
+    output.note(f"Queue order ({body['queue_order']}): {QUEUE_ORDER_WORDS.get(body['queue_order'], body['queue_order'])}.")
     if not body["jobs"]:
         whose = f"team {team}'s" if team else "yours"
-        print(("None of those jobs is" if asked else f"No job of {whose} is") + " in line"
+        output.note(("None of those jobs is" if asked else f"No job of {whose} is") + " in line"
               + f" ({counted(body['in_line'], 'job')} in line in all; held jobs and jobs waiting for a dependency "
                 "are not in line).")
         return
@@ -118,12 +118,12 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
         wide=["= CLASS"], short={"+ AGE": "AGE"},
     )
     for line in _never_footnotes(never, body["in_line"]):
-        print(output.visible(line))
+        output.note(line)
     more = body["count"] - len(body["jobs"])
     if more > 0:
-        print(f"The first {len(body['jobs']):,} of {body['count']:,}{f' of team {team}' if team else ''}; {more:,} "
+        output.note(f"The first {len(body['jobs']):,} of {body['count']:,}{f' of team {team}' if team else ''}; {more:,} "
               f"more (--limit N for the first N, --all for every one).")
-    print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
+    output.note(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
 
 
 def _never_footnotes(never: list[dict[str, Any]], in_line: int) -> list[str]:
@@ -164,7 +164,7 @@ def cmd_sshare(api: Api, args: argparse.Namespace) -> int:
         # memory share when it is the dominant one.
         wide=["CPU SHARE", "MEM SHARE"],
     )
-    print(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "
+    output.note(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "
           f"{output.human_duration(body['half_life_s'])} half-life, over the fleet); among jobs of equal "
           f"priority the team with the lower share goes first (qm sprio).")
     return 0
@@ -191,7 +191,7 @@ def cmd_config(api: Api, args: argparse.Namespace) -> int:
     leader = body["leader"]
     print()
     if leader is None or not leader["holder"]:
-        print("No scheduling cycle has run yet.")
+        output.note("No scheduling cycle has run yet.")
     else:
         output.fields([("leader", f"{leader['holder']} (epoch {leader['epoch']})"),
                        ("last cycle", f"{output.utc_text(leader['last_cycle_at'])} "
@@ -214,7 +214,7 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
         return 0
     rows = sorted(page["results"], key=lambda q: (q["team"], q["gpu_type"]))
     if not rows:
-        print("No quota" + (f" for team {args.team}." if args.team else " you can see."))
+        output.note("No quota" + (f" for team {args.team}." if args.team else " you can see."))
         return 0
     output.table(
         [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"],
@@ -226,5 +226,5 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     )
     if any(quota_text.is_share(q.get("lent_gpus") or 0) for q in rows):
         print()
-        print(output.visible(quota_text.LENT_SHARE_NOTE))
+        output.note(quota_text.LENT_SHARE_NOTE)
     return 0

@@ -94,14 +94,16 @@ def cut(text: str, columns: int, width: Callable[[str], int]) -> str:
     return _first(text, room - width(end), width) + ELLIPSIS + end
 
 
-def wrapped(text: str, columns: int, width: Callable[[str], int]) -> list[str]:
+def wrapped(text: str, columns: int, width: Callable[[str], int], break_words: bool = True) -> list[str]:
     """`text` as lines of at most `columns` terminal columns, broken between words: a sentence
     (an event's WHAT) is read whole on a narrow terminal, where cut to fit it said only its start
-    and end. A word wider than the column is broken within itself."""
+    and end. A word wider than the column is broken within itself (a table's cell must keep to
+    its column), or with `break_words=False` given a line of its own, whole (a note's URL or a
+    secret is copied from the screen: split in two, it was copied wrong)."""
     lines: list[str] = []
     line = ""
     for word in text.split():
-        while width(word) > columns:
+        while break_words and width(word) > columns:
             if line:
                 lines.append(line)
                 line = ""

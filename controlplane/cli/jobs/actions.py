@@ -30,7 +30,7 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
             raise CliError(f"give job ids, --array, or --{filters[0]} and the other filters, not both")
         args.jobs = [str(job_id) for job_id in _jobs_picked(api, args)]
         if not args.jobs:
-            print("No job matched: nothing cancelled.")
+            output.note("No job matched: nothing cancelled.")
             return 0
     return _act_on_jobs(api, args, "cancel")
 
@@ -107,7 +107,7 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
             continue
         results.append(result)
         if not args.json:
-            print(output.visible(result["detail"]))
+            output.note(result["detail"])
     if args.json and len(ids) > 1:
         output.emit_json(results)
     elif args.json and results:

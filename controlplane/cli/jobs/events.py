@@ -94,13 +94,13 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(events)
         return 0
     if not events:
-        print("No events match." if len(params) > 1 else "No events yet.")
+        output.note("No events match." if len(params) > 1 else "No events yet.")
         return 0
     output.table([(output.utc_text(e["created_at"], suffix=""), e["kind"], e["job"] or "-", e["node"] or "-",
                    e["team"] or "-", e["actor"], e["message"]) for e in events],
                  FLEET_EVENT_COLUMNS, wrap=["WHAT"], wide=_FLEET_WIDE, least={"WHAT": 30})
     if matched > len(events):
-        print(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more.")
+        output.note(f"The latest {len(events):,} of {matched:,} events; --limit N or --all for more.")
     return 0
 
 
@@ -133,7 +133,7 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
     elif events:
         output.table([_event_line(e) for e in events], headers, wrap=["WHAT"], wide=["BY"], least={"WHAT": 30})
     else:
-        print(f"Job {job_id} has no events.")
+        output.note(f"Job {job_id} has no events.")
     seen.update(e["id"] for e in events)
     if args.follow:
         _follow(api, args, job_id, seen)
@@ -157,6 +157,6 @@ def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> 
         if job["state"] in FINISHED_STATES:
             if not args.json:
                 code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
-                print(output.visible(f"Job {job_id} ({job['name']}) {ended_words(job['state'])}{code}."))
+                output.note(f"Job {job_id} ({job['name']}) {ended_words(job['state'])}{code}.")
             return
         output.pause(args.interval)  # ends at once should the reader go (`| head -3`)

@@ -28,8 +28,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     doing = (ended_words(e["state"]) if e["state"] in FINISHED_STATES
              else f"is {str(e.get('state_label') or e['state']).replace('_', ' ')}")
     head = f"Job {e['job']} ({e['name']}) {doing}"
-    print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
-    print(f"  {output.visible(e['reason'])}")
+    output.note(head + (f": {e['reason_code']}" if e["reason_code"] else "."))
+    output.note(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
         start = latest_start_text(e["state"], e["eta"], e["resolvable"], relative=True, code=e["reason_code"],
                                   would_start_if=e["would_start_if"])
@@ -46,7 +46,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
         ])
         # Its reason, place and ETA are the last cycle's word: a stalled loop's read as a live one's.
         if stalled := loop_warning(e.get("loop"), "its reason, queue position and start above"):
-            print(f"  {stalled}")
+            output.note(f"  {stalled}")
     elif e.get("growth_code"):
         output.fields([("  not growing", f"{e['growth_code']}: {e['growth_note']}")])
     return 0

@@ -103,18 +103,18 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
                  cut=["NAME", "REASON"], wide=["PRIORITY"], least={"REASON": 20})
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
     for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
-        print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")
+        output.note(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")
     if any(str(row[7]).startswith("after ") for row in rows):
-        print("POS after N: waits for job N (its dependency) and is not in the queue until then; "
+        output.note("POS after N: waits for job N (its dependency) and is not in the queue until then; "
               "`qm explain ID` says for what.")
     if any("/" in str(row[4]) for row in rows):
-        print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
+        output.note("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
     if any(row[8] == "passed" for row in rows):
-        print("START passed: the expected start has passed and no scheduling cycle has run since.")
+        output.note("START passed: the expected start has passed and no scheduling cycle has run since.")
     shown_to = args.offset + len(rows)
     if page["count"] > shown_to or args.offset:
         more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
-        print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
+        output.note(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
     # POS, START and REASON are the last cycle's word: a stalled loop's read as a healthy queue's.
     warn(page.get("loop"), "the positions, start times and reasons above")
     return 0
@@ -124,11 +124,11 @@ def _say_none(api: Api, args: argparse.Namespace, count: int) -> None:
     """Why the page has no job: a finance account sees none, the offset is past the list's end,
     or none matched."""
     if count == 0 and not args.offset and account.reads_no_jobs(api):
-        print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+        output.note("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
     elif count and args.offset:
         # Past the last page: it said "No jobs pending or running" of a list that had some.
         last = max(0, count - args.limit)
-        print(f"No jobs from --offset {args.offset}: the list has {counted(count, 'job')} "
+        output.note(f"No jobs from --offset {args.offset}: the list has {counted(count, 'job')} "
               f"(--offset {last} for the last page).")
     else:
-        print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
+        output.note("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")

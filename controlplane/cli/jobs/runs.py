@@ -89,7 +89,7 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(runs)
         return 0
     if not runs:
-        print(f"Job {job_id} has no runs: it was never bound to GPUs.")
+        output.note(f"Job {job_id} has no runs: it was never bound to GPUs.")
         return 0
     # Each run's GPU-hours rounded cumulatively, as the job page's rows are and as the API rounds
     # their cents, so the cells add up to the totals line (until 7 Dec each was rounded on its
@@ -100,24 +100,23 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
                  RUNS_COLUMNS, cut=["HOW IT ENDED"], wide=RUNS_WIDE)
     for run in runs:
         if run["notice"]:
-            print(output.visible(f"run {run['run']}: {run['notice']}"))
+            output.note(f"run {run['run']}: {run['notice']}")
         if _quota_cell(run) == "own→borrowed":
-            print(output.visible(f"run {run['run']}: from {output.utc_text(run['borrowed_from'])}: "
-                                 f"{run['borrowed_because']}"))
+            output.note(f"run {run['run']}: from {output.utc_text(run['borrowed_from'])}: {run['borrowed_because']}")
         after = run["requeued_after_end"]
         if after:
             held = " held" if after["held"] else ""
             why = f": {after['reason']}" if after["reason"] else ""
-            print(output.visible(f"run {run['run']}: then requeued{held} after it ended, by {after['by'] or 'someone'} "
-                                 f"at {output.utc_text(after['at'])}{why}"))
+            output.note(f"run {run['run']}: then requeued{held} after it ended, by {after['by'] or 'someone'} "
+                                 f"at {output.utc_text(after['at'])}{why}")
     held_said = float(share_said(sum(shown, Decimal("0.00")), sum(exact_hours, Decimal(0))))
     lost = sum(run["lost_gpu_hours"] or 0 for run in runs)
     cost = sum(round(run["cost_usd"] * 100) for run in runs) / 100  # whole cents: they add up exactly
     requeued = sum(1 for run in runs if run["outcome"] == "requeued")
     which = counted(len(runs), "run") if len(runs) == count else \
         f"Latest {len(runs)} of {count} runs ({runs[0]['run']}–{runs[-1]['run']})"
-    print(f"{which}, {requeued} ended in a requeue; {gpu_hours(held_said)} GPU-hours held, costing ${cost:,.2f}; "
+    output.note(f"{which}, {requeued} ended in a requeue; {gpu_hours(held_said)} GPU-hours held, costing ${cost:,.2f}; "
           f"{gpu_hours(lost)} GPU-hours of work lost.")
     if len(runs) < count:
-        print(f"All {count} runs cost ${total_cost:,.2f}; `qm runs {job_id}` lists them all.")
+        output.note(f"All {count} runs cost ${total_cost:,.2f}; `qm runs {job_id}` lists them all.")
     return 0

@@ -43,7 +43,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
                    *_preemption_fields(api, job, stopping), ("command", job["command"])])
     if job["state"] == "pending" and (stalled := loop_warning(job.get("loop"),
                                                               "its reason, queue position and start above")):
-        print(stalled)
+        output.note(stalled)
     return 0
 
 

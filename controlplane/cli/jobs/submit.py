@@ -58,10 +58,10 @@ def _say_array(result: dict[str, Any], spec: dict[str, Any], key: str, replayed:
     what = (f"array {result['array_id']}: {result['count']} tasks of {counted(spec['gpus'], 'GPU')}, "
             f"{array_span(result['job_ids'])} (team {result['team']})" + _array_limit_words(result))
     if replayed:
-        print(output.visible(f"Idempotency key {key} was already used: no new tasks were submitted. "
-                             f"It returned {what}, now {_array_states(result)}."))
+        output.note(f"Idempotency key {key} was already used: no new tasks were submitted. "
+                             f"It returned {what}, now {_array_states(result)}.")
     else:
-        print(f"Submitted {what}.")
+        output.note(f"Submitted {what}.")
 
 
 def _say_job(result: dict[str, Any], key: str, replayed: bool) -> None:
@@ -72,10 +72,10 @@ def _say_job(result: dict[str, Any], key: str, replayed: bool) -> None:
             + (f" and held: `qm release {result['id']}` to queue it" if result.get("hold") else "")
             + (f", runs after {runs_after(result)}" if result.get("dependencies") or result.get("singleton") else ""))
     if replayed:
-        print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
-                             f"It returned {what}."))
+        output.note(f"Idempotency key {key} was already used: no new job was submitted. "
+                             f"It returned {what}.")
     else:
-        print(output.visible(f"Submitted {what}."))
+        output.note(f"Submitted {what}.")
 
 
 def array_span(ids: list[int]) -> str:
