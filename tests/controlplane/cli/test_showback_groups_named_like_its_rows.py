@@ -155,7 +155,9 @@ def test_qm_showback_shows_the_teams_and_says_which_row_is_the_total(qm: Any, fl
     table = [re.split(r"\s{2,}", line.strip()) for line in r.out.splitlines()[2:] if re.match(r"\S.*\s{2,}\S", line)]
     names = [cells[0] for cells in table]
     assert names.count("TOTAL") == 2 and names[-1] == "TOTAL" and names[-2] == "__idle__", r.out
-    assert table[names.index("TOTAL")][4] == "4.17", r.out  # the team, above the idle capacity and the total
+    columns = re.split(r"\s{2,}", r.out.splitlines()[1].strip())
+    # the team, above the idle capacity and the total
+    assert table[names.index("TOTAL")][columns.index("COST $")] == "4.17", r.out
     assert "team named TOTAL" in r.out and "the last row is the report's total" in r.out, r.out
     idle_line = next(line for line in r.out.splitlines() if line.startswith("__idle__:"))
     assert "capacity no job held" in idle_line
