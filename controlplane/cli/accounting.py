@@ -320,7 +320,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     rows = [row[:first] + [row[first + i] for i in shown] for row in rows]
     headed = output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
                           + [SHOWBACK_COLUMNS[i][0] for i in shown], cut=["NAME", "PROJECT", "TEAM"], wide=SHOWBACK_WIDE,
-                          short=SHOWBACK_SHORT)
+                          short=SHOWBACK_SHORT, labels=[IDLE_ENTRY, "TOTAL"])
     for name in (n for n in allocations if n.lower() == "total"):
         # A team stored as TOTAL (before the name was refused) read as the total's twin.
         output.note(f"{name} above the last row is the {args.by.replace('_', ' ')} named {name}; "

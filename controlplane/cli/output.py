@@ -115,7 +115,8 @@ def terminal_output(text: str) -> tuple[str, str]:
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout,
           cut: Sequence[str] = (), wide: Sequence[str] = (), short: dict[str, str] | None = None,
-          least: dict[str, int] | None = None, wrap: Sequence[str] = ()) -> dict[str, str]:
+          least: dict[str, int] | None = None, wrap: Sequence[str] = (),
+          labels: Sequence[str] = ()) -> dict[str, str]:
     """Columns padded to their widest cell; numbers right-aligned. On a terminal (or with COLUMNS)
     the table is its narrow view, as kubectl's and squeue's default: the columns named in `wide`
     are left out and the headers in `short` say their short form (`PREEMPTION WASTE $` → `WASTE $`,
@@ -126,6 +127,9 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = s
     them whole. The columns named in `wrap` (sentences: an event's WHAT) give way as the cut ones
     do, but their cells are wrapped between words onto the lines below, the other cells blank
     there, so the whole sentence is read (a sentence cut said only its start and end).
+    The cells in `labels` (showback's `__idle__` and TOTAL, among its job ids) are row labels,
+    not figures: a column of figures and such labels still has its figures right-aligned, the
+    labels at its left edge (the words made the ids read as text, left-aligned).
     Returns the header printed for each column shown, by its full header (a footnote names a
     column only when it is there, as it is headed)."""
     limit = terminal_width.columns()
@@ -143,14 +147,16 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = s
     for row in cells:
         for i in narrowed:
             row[i] = terminal_width.cut(row[i], widths[i], width)
-    numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(titles))]
+    numeric = [all(_is_number(r[i]) or r[i] in labels for r in cells) and any(r[i] not in labels for r in cells)
+               for i in range(len(titles))]
     out.write("  ".join(_pad(h, w) for h, w in zip(titles, widths, strict=True)).rstrip() + "\n")
     for row in cells:
         pieces = {i: terminal_width.wrapped(row[i], widths[i], width) for i in folded}
         for n in range(max((len(p) for p in pieces.values()), default=1)):
             line_cells = [(pieces[i][n] if n < len(pieces[i]) else "") if i in pieces else (c if n == 0 else "")
                           for i, c in enumerate(row)]
-            line = "  ".join(_pad(c, w, right=num) for c, w, num in zip(line_cells, widths, numeric, strict=True))
+            line = "  ".join(_pad(c, w, right=num and c not in labels)
+                             for c, w, num in zip(line_cells, widths, numeric, strict=True))
             out.write(line.rstrip() + "\n")
     if narrowed:
         names = ", ".join(titles[i] for i in narrowed)
