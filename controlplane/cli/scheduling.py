@@ -12,6 +12,7 @@ from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, refusal
 from controlplane.cli.loop_state import warn
 from controlplane.services import quota_text
 from controlplane.services.queue_rank_text import rank_in_line, ranks_in_line_never
+from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted, gpu_hours
 
 #: How each queue-order plugin sorts, in the words `qm sprio` heads its table with.
@@ -111,7 +112,7 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
     output.table(
         [(f"{r['order']}*" if r in never else r["order"], r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
           f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
-          output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
+          span_words(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"], cut=["NAME"],
         # The narrow view fits 80 columns (team language, class best-effort made it 85 with the name
         # cut): the CLASS named says its value, PRIORITY is it plus AGE.

@@ -35,6 +35,7 @@ from controlplane.models import Event, GpuType, Job, PendingPlace, PriorityClass
 from controlplane.services import access, dependencies
 from controlplane.services import jobs as job_service
 from controlplane.services.hold_text import held_sentence, hold_label_of, reason_problem
+from controlplane.services.span_text import span_words
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
 
@@ -441,16 +442,6 @@ def field_words(name: str) -> str:
     return label.split(" (")[0]  # "runtime limit (s)": the unit goes with the value
 
 
-def _span_words(seconds: int) -> str:
-    """A span exactly, as it is typed: "4 h", "2 h 30 min", "6 d", "90 s" ("14400 s (4.0 h)"
-    said it twice, and "2.5 h" would round)."""
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")) if n]
-    return " ".join(parts) or "0 s"
-
-
 def change_words(name: str, old: Any, new: Any) -> str:
     """One field's change for people: "runtime limit 4 h → 2 h", "array task limit none → 4"."""
     return f"{field_words(name)} {_words(name, old)} → {_words(name, new)}"
@@ -462,7 +453,7 @@ def _words(name: str, value: Any) -> str:
     if isinstance(value, bool):  # members on distinct nodes: "no → yes", not Python's "False → True"
         return "yes" if value else "no"
     if name in ("runtime_limit_s", "checkpoint_interval_s"):
-        return _span_words(value)
+        return span_words(value)
     if name in ("min_gpu_memory_gb", "memory_gb_per_gpu"):
         return f"{value} GB"
     if isinstance(value, list):

@@ -18,6 +18,7 @@ from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import eta_text as eta_words
 from controlplane.services import exit_codes, percent_text
 from controlplane.services.access import access_of, may_submit
+from controlplane.services.span_text import span_words
 from controlplane.services.stopping import state_label
 from controlplane.services.whole_words import held_together
 from scheduler_core.sentences import gpu_hours as say_gpu_hours  # the filter below is `gpu_hours`
@@ -155,6 +156,13 @@ def eta_text(at: datetime | None) -> str:
         return (text + f"; the scheduling loop has not run since {utc(loop.last_cycle_at)} "
                 f"({age(loop.last_cycle_at)}), and nothing starts until it is back")
     return text + "; the next one estimates it again"
+
+
+@register.filter
+def span(seconds: float | None) -> str:
+    """A span a person set (a runtime limit, a checkpoint interval) exactly, as qm and the change
+    sentences say it: `2 h`, `1 h 30 min` (span_text); "–" for none."""
+    return "–" if seconds is None else span_words(seconds)
 
 
 @register.filter

@@ -51,7 +51,7 @@ def test_a_waiting_job_in_line_shows_its_priority_its_teams_share_and_its_place(
 
     aged = f" + {row['aging_points']:g} for waiting" if row["aging_points"] else ""
     said = (f"{row['effective_priority']:g} (class batch {row['class_value']:g}{aged}); team vision's dominant "
-            f"share {row['team_share']:.3f}; runtime limit 2.0 h; 2 of 2 in line for the next cycle. "
+            f"share {row['team_share']:.3f}; runtime limit 2 h; 2 of 2 in line for the next cycle. "
             "Among equal priorities the lower team share goes first, then the shorter runtime limit, then the "
             "earlier submission.")
     assert _pages(client_for("alice"), job) == [said, said]
@@ -89,5 +89,5 @@ def test_a_job_passed_by_a_later_one_of_equal_priority_is_told_why(client_for, s
     assert short_row.endswith("1 of 2 in line for the next cycle") or "1 of 2 in line" in short_row
     assert "2 of 2 in line" in long_row
     # each row says its own limit, and the rule that orders equals
-    assert "runtime limit 4.0 h" in long_row and "runtime limit 10 min" in short_row
+    assert "runtime limit 4 h" in long_row and "runtime limit 10 min" in short_row
     assert "the shorter runtime limit" in long_row and "the earlier submission" in long_row

@@ -53,7 +53,7 @@ def test_researcher_changes_a_waiting_job_through_the_form_after_a_refused_value
     expect(error).to_be_hidden()
     expect(page.locator("#job-title")).to_have_text(f"Job {job.pk}: after", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("[data-live-html=job-gpus]")).to_contain_text("asked 16")
-    expect(page.locator("#runtime-limit")).to_have_text("2.0 h")
+    expect(page.locator("#runtime-limit")).to_have_text("2 h")
     expect(page.locator("table.events")).to_contain_text(
         "Changed by alice while waiting: name before → after, runtime limit 4 h → 2 h, GPUs 8 → 16")
     expect(page.locator("#why-waiting")).to_contain_text("Changed by alice; waiting for the next scheduling cycle")

@@ -14,6 +14,7 @@ from controlplane.cli.jobs.listing import cmd_list
 from controlplane.cli.jobs.waiting import eta_told_text, latest_start_text, position_text
 from controlplane.cli.loop_state import loop_warning
 from controlplane.services import exit_codes
+from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
 #: A field of `qm status`: its name and what it says.
@@ -62,9 +63,9 @@ def _asked_fields(job: dict[str, Any]) -> list[_Field]:
         ("gpu types", (", ".join(job["gpu_types"]) or "any")
          + (f", at least {job['min_gpu_memory_gb']} GB each" if job.get("min_gpu_memory_gb") else "")),
         ("per gpu", per_gpu(job)), ("topology", job["topology"]), ("workload", job.get("workload")),
-        ("checkpoints", f"every {output.human_duration(job['checkpoint_interval_s'])}"
+        ("checkpoints", f"every {span_words(job['checkpoint_interval_s'])}"
          if job.get("checkpoint_interval_s") else ""),
-        ("runtime limit", output.human_duration(job["runtime_limit_s"])),
+        ("runtime limit", span_words(job["runtime_limit_s"]) if job["runtime_limit_s"] else None),
     ]
 
 

@@ -11,6 +11,7 @@ from controlplane.cli import output
 from controlplane.cli.client import Api, ApiError, CliError
 from controlplane.cli.jobs.dependencies import runs_after
 from controlplane.cli.jobs.specs import spec_from_args
+from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted
 
 #: The API's fields (jobs/, PATCH jobs/{id}/) spelled otherwise than the flags of `qm submit` and
@@ -68,7 +69,8 @@ def _say_job(result: dict[str, Any], key: str, replayed: bool) -> None:
     """The job submitted, in one line; or, its key used before, what that submit returned."""
     what = (f"job {result['id']} ({result['name']}): {counted(result['gpus'], 'GPU')}, "
             f"priority {result['priority_class']}, team {result['team']}, "
-            f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}"
+            f"limit {span_words(result['runtime_limit_s']) if result.get('runtime_limit_s') else 'none'}, "
+            f"{result['state']}"
             + (f" and held: `qm release {result['id']}` to queue it" if result.get("hold") else "")
             + (f", runs after {runs_after(result)}" if result.get("dependencies") or result.get("singleton") else ""))
     if replayed:

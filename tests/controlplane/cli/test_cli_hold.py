@@ -31,7 +31,7 @@ def test_qm_submit_hold_says_it_is_held_and_how_to_queue_it(alice_qm, fleet) -> 
     run = alice_qm("submit", "--name", "later", "--gpus", "2", "-H")
     assert run.code == 0, run.err
     job = Job.objects.get(name="later")
-    assert run.out == (f"Submitted job {job.pk} (later): 2 GPUs, priority research, team ml, limit 4h, pending and "
+    assert run.out == (f"Submitted job {job.pk} (later): 2 GPUs, priority research, team ml, limit 4 h, pending and "
                        f"held: `qm release {job.pk}` to queue it.\n")
 
 

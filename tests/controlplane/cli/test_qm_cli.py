@@ -67,7 +67,7 @@ def test_submit_with_flags_then_list_and_status_show_it(alice_qm) -> None:
                  "--time", "4h", "--priority", "research", "--", "python", "train.py", "--lr", "3e-4")
 
     assert r.code == 0, r.err
-    assert "Submitted job" in r.out and "16 GPUs" in r.out and "limit 4h" in r.out
+    assert "Submitted job" in r.out and "16 GPUs" in r.out and "limit 4 h" in r.out
     job = Job.objects.get(name="train-7b")
     assert (job.gpus, job.gpus_per_node, job.gpu_types, job.runtime_limit_s) == (16, 8, ["H100-80GB"], 4 * 3600)
     assert job.command == "python train.py --lr 3e-4"

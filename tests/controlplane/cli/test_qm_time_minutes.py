@@ -16,7 +16,7 @@ def test_a_bare_time_is_minutes_as_sbatch_reads_it(alice_qm) -> None:
                  "--", "python", "train.py")
 
     assert r.code == 0, r.err
-    assert "limit 30m" in r.out
+    assert "limit 30 min" in r.out
     job = Job.objects.get(name="bare")
     assert (job.runtime_limit_s, job.checkpoint_interval_s) == (1800, 600)
 

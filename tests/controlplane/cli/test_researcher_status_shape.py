@@ -26,7 +26,7 @@ def test_status_says_the_whole_request(alice_qm) -> None:
     assert _field(out, "gpu types") == "any, at least 45 GB each"
     assert _field(out, "per gpu") == "8 CPUs, 64 GB memory"
     assert _field(out, "workload") == "serving"
-    assert _field(out, "checkpoints") == "every 20m"
+    assert _field(out, "checkpoints") == "every 20 min"
 
 
 def test_status_of_a_plain_job_says_the_defaults_plainly(alice_qm) -> None:
