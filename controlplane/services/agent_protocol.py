@@ -63,6 +63,7 @@ from controlplane.models import (
 )
 from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN, name_problem
 from controlplane.services import exit_codes, token_digests, transitions
+from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted, verb
 
 log = structlog.get_logger(__name__)
@@ -1269,8 +1270,8 @@ def _time_out_limit_stops(endings: Sequence[tuple[Node, Allocation, Report]]) ->
             if transitions.signal_stop(
                 allocation.pk, allocation.generation, reason=transitions.RELEASE_RUNTIME_LIMIT, grace_period_s=0.0,
                 at=report.at, actor=actor_for(node),
-                message=f"Job {allocation.job_id} reached its runtime limit of {limit} s (started {ran:.0f} s ago); "
-                f"no stop came from the control plane, so the agent on {node.name} stopped it",
+                message=f"Job {allocation.job_id} reached its runtime limit of {span_words(limit)} (started "
+                f"{span_words(ran)} ago); no stop came from the control plane, so the agent on {node.name} stopped it",
             ):
                 allocation.state = AllocationState.RELEASING
 

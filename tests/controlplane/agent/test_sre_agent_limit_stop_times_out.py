@@ -114,3 +114,17 @@ def test_sre_a_real_agent_stopping_a_job_at_its_limit_with_the_loop_down_times_i
     assert Job.objects.get(pk=job.pk).state == JobState.TIMED_OUT
     assert agent.counters["limit_stopped"] == 1
     assert "the agent on sim-000 stopped it" in Event.objects.get(job=job, kind=EventKind.JOB_TIMED_OUT).message
+
+
+def test_sre_the_agents_stop_says_the_runtime_limit_as_qm_and_the_job_page_do(fleet: LoopFleet) -> None:
+    """Said "runtime limit of 5400 s" where qm, the change sentence and the page say `1 h 30 min`."""
+    node, token = register_node("gpu-01")
+    job = make_job(fleet, runtime_limit_s=5400)
+    allocation = bind(job, {node: [0]})
+    _started_long_ago(allocation, 5406)
+
+    _report(token, "gpu-01", {"kind": "exited", "generation": allocation.generation, "exit_code": 0,
+                              "at": timezone.now().isoformat(), "message": LIMIT_STOP})
+
+    timed_out = Event.objects.get(job=job, kind=EventKind.JOB_TIMED_OUT)
+    assert "runtime limit of 1 h 30 min" in timed_out.message, timed_out.message
