@@ -33,9 +33,9 @@ def test_sprio_lists_your_waiting_jobs_in_queue_order_with_their_factors(alice_q
     assert re.match(r"ORDER\s+ID\s+NAME\s+TEAM\s+CLASS\s+PRIORITY\s+= CLASS\s+\+ AGE\s+SHARE\s+LIMIT$", lines[1])
     value = fleet.research.value
     assert re.match(rf"\s*1\s+{urgent.pk}\s+urgent\s+ml\s+{fleet.production.name}\s+{fleet.production.value}\s+"
-                    rf"{fleet.production.value}\s+0\s+0\.000\s+1h$", lines[2]), run.out
+                    rf"{fleet.production.value}\s+0\s+0\.000\s+1 h$", lines[2]), run.out
     # vision's older job waited 5 h: +5 points, ahead of ml's 3 h old one (+3), but not listed
-    assert re.match(rf"\s*3\s+{old.pk}\s+old\s+ml\s+research\s+{value + 3}\s+{value}\s+3\s+0\.000\s+1h$", lines[3]), run.out
+    assert re.match(rf"\s*3\s+{old.pk}\s+old\s+ml\s+research\s+{value + 3}\s+{value}\s+3\s+0\.000\s+1 h$", lines[3]), run.out
     assert lines[4] == "3 jobs in line in all; ORDER is the next cycle's."
     assert "theirs" not in run.out
 
