@@ -92,7 +92,7 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
     server, revoked, note = api.url, False, ""
     if unreadable:
         note = f"{path} could not be read; removing it (a token in it, if any, was not revoked on the server)."
-        print(f"warning: {note}", file=sys.stderr)
+        output.note(f"warning: {note}", out=sys.stderr)
     if token is not None:
         try:
             server = server_url(config.get("url") or api.url)
@@ -106,11 +106,11 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
                         "or logged out with a browser session).")
             else:
                 note = f"The server refused to revoke the token ({error}); it may still be valid there."
-                print(f"warning: {note}", file=sys.stderr)
+                output.note(f"warning: {note}", out=sys.stderr)
         except CliError as error:
             note = (f"{error}: the token was NOT revoked on the server and stays valid there until your "
                     "password changes or an admin revokes your API tokens.")
-            print(f"warning: {note}", file=sys.stderr)
+            output.note(f"warning: {note}", out=sys.stderr)
     try:
         if unreadable:
             path.unlink()

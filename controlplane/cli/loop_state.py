@@ -35,4 +35,4 @@ def warn(loop: Mapping[str, Any] | None, dated: str = "") -> None:
     below): piped, the table stays the table."""
     if words := loop_warning(loop, dated):
         sys.stdout.flush()
-        print(words, file=sys.stderr)
+        output.note(words, out=sys.stderr)

@@ -110,7 +110,7 @@ class _Logs:
     def say(self, words: str) -> None:
         if not self.args.json:
             sys.stdout.flush()
-            print(output.visible(words), file=sys.stderr, flush=True)
+            output.note(words, out=sys.stderr)
 
     def show(self, rank: int, reply: dict[str, Any]) -> bool:
         self.outputs[rank].next_offset = reply["next_offset"]

@@ -1,7 +1,8 @@
 """A sentence qm prints under a table (or in its place) is wrapped between words at the
 terminal's width, as the tables are fitted to it: until 7 Dec sinfo's AWAY/STRANDED note was
 175 columns, sshare's SHARE note 208, sprio's first line 197 and `qm maint list`'s "none" line
-169, so an 80-column terminal broke them mid-word. One home (output.note) wraps them all; a pipe
+169, and the warning on stderr that no scheduling cycle has run 86, so an 80-column terminal
+broke them mid-word. One home (output.note) wraps them all; a pipe
 or file without COLUMNS gets each whole on its line, as a script reads it."""
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def test_sprios_first_line_is_wrapped_at_80_columns(alice_qm, fleet) -> None:
     head = narrow.out.split("\nORDER")[0]
     assert len(head.splitlines()) > 1, narrow.out
     _words_alike(head, piped.out.split("\nORDER")[0])
+    # the warning on stderr that no scheduling cycle has run (86 columns) is wrapped alike
+    assert "No scheduling cycle has run yet" in narrow.err
+    _words_alike(narrow.err, piped.err)
 
 
 def test_maint_list_with_no_window_says_so_within_80_columns(alice_qm, fleet) -> None:
