@@ -93,3 +93,40 @@ def test_a_team_in_no_cohort_may_borrow_and_lend_none(alice_qm, fleet) -> None:
     assert r.code == 0, r.err
     row = re.split(r"\s{2,}", r.out.strip().splitlines()[1].strip())
     assert row[:6] == ["ml", "-", "H100-80GB", "16", "none (no cohort)", "none (no cohort)"], row
+
+
+def test_a_lender_beyond_its_lending_limit_is_said_to_be_as_the_pages_say_it(qm, fleet) -> None:
+    """An admin lowered vision's lending limit to 3 under ml, which runs on 8 of its GPUs: the
+    borrowers keep them, so vision lends 8, 5 over its limit. The admin's quota list and the teams
+    page said so (services/quota_text.py); `qm quotas` printed LENT NOW 8 beside MAY LEND 3,
+    unexplained, and at 80 columns, MAY LEND left out, the 8 alone. Wide, the cell reads as the
+    admin's quota list; at 80 columns the cell stays a figure and a note under the table says it."""
+    from controlplane.models import Quota
+
+    now = timezone.now()
+    for node in fleet.nodes[0:3]:
+        hold(running_job(fleet.ml, gpus=8, started_at=now), [(node, 8)], now)
+    Quota.objects.filter(team=fleet.vision).update(lending_limit=3)
+    assert qm("login", "--username", "root", "--password-stdin", stdin="root\n").code == 0
+
+    wide = qm("quotas")
+
+    assert wide.code == 0, wide.err
+    rows = {re.split(r"\s{2,}", line.strip())[0]: re.split(r"\s{2,}", line.strip())
+            for line in wide.out.strip().split("\n\n")[0].splitlines()[1:]}
+    assert rows["vision"][-1] == "8 (5 over its lending limit 3)", rows["vision"]
+    assert rows["ml"][-1] == "0"
+
+    narrow = qm("quotas", extra_env={"COLUMNS": "80"})
+
+    assert narrow.code == 0, narrow.err
+    assert max(len(line) for line in narrow.out.splitlines()) <= 80, narrow.out
+    table, _, notes = narrow.out.strip().partition("\n\n")
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+    assert rows["vision"][-1] == "8" and rows["ml"][-1] == "0"
+    said = " ".join(notes.split())
+    assert "vision H100-80GB LENT NOW 8 (5 over its lending limit 3)" in said, notes
+    assert "ml H100-80GB" not in said
+    # within its limit again: no note
+    Quota.objects.filter(team=fleet.vision).update(lending_limit=None)
+    assert "over its lending limit" not in qm("quotas", extra_env={"COLUMNS": "80"}).out
