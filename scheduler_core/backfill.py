@@ -33,7 +33,7 @@ from operator import itemgetter
 
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.placement import GrowingRooms, PlacementRequest
-from scheduler_core.sentences import duration
+from scheduler_core.sentences import span_words
 from scheduler_core.state import FLEET, HOLD, JOB, Grant, Holder, Restore
 from scheduler_core.types import JobSpec, Kill, RunningJob
 
@@ -51,8 +51,8 @@ def enforce_runtime_limits(ctx: CycleContext) -> None:
         ctx.killed[job_id] = Kill(
             job_id=job_id,
             message=(
-                f"Job {job_id} reached its runtime limit of {duration(limit)} "
-                f"(started {duration(now - job.started_at)} ago) and is stopped."
+                f"Job {job_id} reached its runtime limit of {span_words(limit)} "
+                f"(started {span_words(now - job.started_at)} ago) and is stopped."
             ),
             generation=job.generation,
         )

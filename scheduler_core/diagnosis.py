@@ -21,7 +21,7 @@ from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES, run_end
 from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, loners
-from scheduler_core.sentences import counted, duration, verb
+from scheduler_core.sentences import counted, span_words, verb
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE, Grant
 from scheduler_core.types import JobSpec, ReasonCode, TopologyConstraint
 
@@ -225,7 +225,7 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
         why = (
             "it declares no runtime limit"
             if spec.runtime_limit_s is None
-            else f"its runtime limit of {spec.runtime_limit_s:.0f} s ends after that"
+            else f"its runtime limit of {span_words(spec.runtime_limit_s)} ends after that"
         )
         return out(
             ReasonCode.BEHIND_HIGHER_PRIORITY,
@@ -370,7 +370,7 @@ def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[Pla
                 f"to t={w.end_at:.0f}" for w in windows) + ")"
         why = ("it declares no runtime limit, so it could still be running then"
                if spec.runtime_limit_s is None
-               else f"its runtime limit of {duration(spec.runtime_limit_s)} would end it at "
+               else f"its runtime limit of {span_words(spec.runtime_limit_s)} would end it at "
                     f"t={end:.0f}")
         return Outcome(
             ReasonCode.MAINTENANCE_WINDOW,

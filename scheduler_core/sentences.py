@@ -1,5 +1,5 @@
 """How the engine's sentences count, time and measure things: "1 GPU" and "8 GPUs", "45 s" and
-"2.5 h", "less than 0.01 GPU-hours".
+"2.5 h", a runtime limit "1 h 30 min", "less than 0.01 GPU-hours".
 
 Researchers read these sentences in `qm explain`, on the job page and in events; a sentence
 that says "1 GPUs", "a runtime limit of 0.0 h" or "lost 0.00 GPU-hours" of work that was lost
@@ -31,6 +31,18 @@ def duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def span_words(seconds: float) -> str:
+    """A span set by a person (a runtime limit, a checkpoint interval) exactly, as it is typed:
+    "4 h", "2 h 30 min", "6 d", "45 min", "1 min 30 s" ("14400 s (4.0 h)" said it twice, and
+    "2.5 h" would round 2 h 29 min). The engine's sentences, qm, the pages and the events all
+    say a runtime limit so (``controlplane.services.span_text`` is this function)."""
+    days, rest = divmod(int(round(seconds)), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")) if n]
+    return " ".join(parts) or "0 s"
 
 
 def gpu_hours(hours: float, *, about: bool = False, cell: bool = False) -> str:

@@ -128,7 +128,7 @@ def test_runtime_limit_is_enforced(now, killed):
         kill = plan.kills[0]
         assert kill.reason is PreemptionReason.RUNTIME_LIMIT
         assert kill.generation == 4
-        assert "runtime limit of 60 min (started " in kill.message
+        assert "runtime limit of 1 h (started " in kill.message
 
 
 def test_a_short_runtime_limits_kill_says_its_seconds() -> None:

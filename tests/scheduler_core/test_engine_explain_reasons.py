@@ -143,7 +143,7 @@ def test_a_job_behind_the_head_names_it_and_its_start():
     assert long.code is ReasonCode.BEHIND_HIGHER_PRIORITY
     assert long.message.startswith(
         "It fits only on GPUs reserved for job head, which starts at t=3600; its runtime limit of "
-        "7200 s ends after that, so starting now would delay it.")
+        "2 h ends after that, so starting now would delay it.")
     assert long.queue_position > head.queue_position
     assert long.eta == 7200.0  # when the head has run on the two nodes
 

@@ -183,7 +183,7 @@ def test_maintenance_window_a_head_keeps_saying_so_when_its_reservation_moves(mo
     assert w.eta == 5000
     assert w.message == (
         "It would fit now on 1 node (n0), but maintenance window 7 (firmware upgrade) takes it "
-        "out of service from t=3600 to t=7200, and its runtime limit of 2.0 h would end it at "
+        "out of service from t=3600 to t=7200, and its runtime limit of 2 h would end it at "
         "t=7200. It may start there once the maintenance has ended, or earlier elsewhere as GPUs "
         "free up. It holds a reservation for 8 GPUs from t=5000; smaller jobs may use them only "
         "if they end before then.")

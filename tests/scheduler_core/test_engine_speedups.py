@@ -104,7 +104,13 @@
   each new one "<that type's remedy>, or <the old one>"; and, 2026-12-07, the plan's
   ``borrowing`` (the running jobs the cycle marks borrowed, their team holding more than its
   nominal: 3, 3, 0, 0 and 0 in the order of GOLDEN): from a ``git worktree`` of 05162f8a in one
-  script, the plans are identical with that field left out of their ``repr``; by::
+  script, the plans are identical with that field left out of their ``repr``; and a job behind
+  the head saying its runtime limit as qm and the job page do ("its runtime limit of 2 h ends
+  after that", was "7200 s"; ``sentences.span_words``), 2026-12-07: old plans from a ``git
+  archive`` of 871dff5f and new ones in one script, each old ``repr`` with every "its runtime
+  limit of N s ends after that" respelled equals the new one (0, 0, 11, 0 and 71 sentences in
+  the order of GOLDEN; these snapshots hold no kill at a runtime limit and no job kept off a
+  node in maintenance, and the full-fleet plans are unchanged); by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -147,9 +153,9 @@ from scheduler_core.types import (
 GOLDEN = {
     (1000, 500, 200, 1, "default"): "a6ecace1306fdb7157924240c2420cccb6c62557a047a8cd79bc18f53105780c",
     (1000, 500, 200, 3, "loop"): "ab59c2e8e3b8d157819a8e74cc13fa9285c8dca7e28954d8956f382dc1350122",
-    (2000, 1000, 400, 4, "default"): "8e0f47a1dd1392f549f5b8284a1d7d453df988056a4cfb82db02514aa35c908f",
+    (2000, 1000, 400, 4, "default"): "47b76ed070fcb3cf7327d02edc343e386acf0f0ea19ccff33c89d6ac40747e40",
     (10000, 5000, 2000, 7, "default"): "c643de86fbf65adc48b6bc9bf0274bf34cb0b43743be49e8385692bbaf2a3d9e",
-    (10000, 5000, 2000, 7, "loop"): "80d5300123dd28820e9a526fadb4b15d2278bf35ae295396e55c4cb7dc7ea0cf",
+    (10000, 5000, 2000, 7, "loop"): "7dfde74e2e4ad9267bbb87bec4499e7ef91e2702a13ee6e52981ab34e01acfbf",
 }
 
 

@@ -33,5 +33,5 @@ def test_a_gang_held_off_by_a_window_on_one_of_its_nodes_is_told_every_node_it_n
     said = explanation(gang)["reason"]
     assert said.startswith(
         f"It would fit now on 4 nodes (gpu-a, gpu-b, gpu-c, gpu-d), but maintenance window {window.pk} "
-        f"(firmware) takes gpu-d out of service from {start} to {end}, and its runtime limit of 3.0 h "
+        f"(firmware) takes gpu-d out of service from {start} to {end}, and its runtime limit of 3 h "
         f"would end it at "), said
