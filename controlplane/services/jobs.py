@@ -32,7 +32,7 @@ from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Projec
 from controlplane.services import access, dependencies, fleet_capability, hold_text
 from controlplane.services.transitions import event_fields
 from controlplane.services.whole_numbers import is_whole_number, whole_number
-from scheduler_core.sentences import counted, duration, gang_roles
+from scheduler_core.sentences import counted, duration, gang_roles, span_words
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
 
@@ -768,7 +768,7 @@ def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
     limit = (f", at most {counted(resolved.array_task_limit, 'task')} of its array at a time"
              if resolved.array_task_limit is not None else "")
     return (f"{shape}, priority class {resolved.priority_class.name}, runtime limit "
-            f"{limit_words(resolved.runtime_limit_s)}{limit}")
+            f"{span_words(resolved.runtime_limit_s)}{limit}")
 
 
 _last_cycle_request = 0.0

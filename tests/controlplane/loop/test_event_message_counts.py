@@ -2,7 +2,9 @@
 
 QA saw "Submitted by alice: 1 GPUs, priority class research, runtime limit 3600 s" and
 "Bound to 1 GPUs (…)": the submit and both bind paths (one job, and a cycle's bulk bind) now
-use the engine's sentence helpers, as the waiting reasons do.
+use the engine's sentence helpers, as the waiting reasons do. The submit's runtime limit is said
+as qm and the job page say it (`1 h 30 min`, `sentences.span_words`); until 7 Dec it read
+"60 min", "4.0 h", "90 s".
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ def _message(job_id: int, kind: str) -> str:
 
 
 @pytest.mark.parametrize("gpus, limit_s, shape, limit", [
-    (1, 3600, "1 GPU", "60 min"),
-    (2, 4 * 3600, "2 GPUs", "4.0 h"),
-    (1, 90, "1 GPU", "90 s"),
+    (1, 3600, "1 GPU", "1 h"),
+    (2, 4 * 3600, "2 GPUs", "4 h"),
+    (1, 5400, "1 GPU", "1 h 30 min"),
+    (1, 90, "1 GPU", "1 min 30 s"),
 ])
 def test_the_submitted_event_counts_gpus_and_says_the_limit_in_words(
     fleet: LoopFleet, gpus: int, limit_s: int, shape: str, limit: str
