@@ -497,10 +497,7 @@ def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest,
 def _borrowed(held: int, quota: Quota) -> str:
     """What the team holds above its nominal, and by how much that passes its borrowing limit
     (after its quota or limit was lowered under what it runs)."""
-    above = max(0, held - quota.nominal_gpus)
-    if quota.borrowing_limit is not None and above > quota.borrowing_limit:
-        return f"{above} ({above - quota.borrowing_limit} over its borrowing limit {quota.borrowing_limit})"
-    return str(above)
+    return quota_text.borrowed_within_limit_said(max(0, held - quota.nominal_gpus), quota.borrowing_limit)
 
 
 def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:

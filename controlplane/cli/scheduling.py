@@ -221,7 +221,17 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     # admin's quota list says it: "8 (5 over its lending limit 3)", from the answer's lent_gpus and
     # lending_limit. Wide, in LENT NOW beside MAY LEND; the narrow view (80 columns, MAY LEND left
     # out) has no room for it there, so its LENT NOW stays a figure and a note under the table says it.
+    # A borrowing limit lowered under a borrower likewise: "8 (5 over its borrowing limit 3)" in
+    # BORROWED, or a note at 80 columns.
     narrow = terminal_width.columns() is not None
+
+    def borrowing_limit(q: dict[str, Any]) -> int | None:
+        return q["borrowing_limit"] if q.get("cohort") else None  # no cohort: no limit to pass
+
+    def borrowed(q: dict[str, Any]) -> str:
+        if narrow:
+            return str(q["borrowed_gpus"])
+        return quota_text.borrowed_within_limit_said(q["borrowed_gpus"], borrowing_limit(q))
 
     def lent(q: dict[str, Any]) -> str:
         if narrow:
@@ -231,16 +241,23 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     output.table(
         [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"],
           quota_text.limit_said(q["borrowing_limit"], bool(q.get("cohort"))),
-          quota_text.limit_said(q["lending_limit"], bool(q.get("cohort"))), q["held_gpus"], q["borrowed_gpus"],
+          quota_text.limit_said(q["lending_limit"], bool(q.get("cohort"))), q["held_gpus"], borrowed(q),
           lent(q)) for q in rows],
         ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
         wide=["COHORT", "MAY LEND"],  # the narrow view fits 80 columns: what a team may use and uses
     )
+    over_borrowing = [q for q in rows if (limit := borrowing_limit(q)) is not None and q["borrowed_gpus"] > limit]
     beyond = [q for q in rows
               if quota_text.lent_beyond(q.get("lent_gpus") or 0, q["lending_limit"], bool(q.get("cohort")))]
     shares = any(quota_text.is_share(q.get("lent_gpus") or 0) for q in rows)
-    if (narrow and beyond) or shares:
+    if (narrow and (beyond or over_borrowing)) or shares:
         print()
+    for q in over_borrowing if narrow else []:
+        output.note(
+            f"{q['team']} {q['gpu_type']} BORROWED "
+            f"{quota_text.borrowed_within_limit_said(q['borrowed_gpus'], borrowing_limit(q))}: it keeps the GPUs "
+            "it runs on and borrows no more until it is back under its limit; a lender reclaiming its quota "
+            "preempts them first.")
     for q in beyond if narrow else []:
         output.note(
             f"{q['team']} {q['gpu_type']} LENT NOW "

@@ -45,6 +45,15 @@ def lent_within_limit_said(gpus: float, lending_limit: int | None, in_cohort: bo
     return f"{lent_said(gpus)} ({lent_said(beyond)} over its lending limit {lending_limit})"
 
 
+def borrowed_within_limit_said(gpus: int, borrowing_limit: int | None) -> str:
+    """What a team holds above its nominal, with how far it passes its borrowing limit when it
+    does (the limit or the nominal lowered under what it runs, which it keeps): "8 (5 over its
+    borrowing limit 3)". The admin's quota list and `qm quotas` say it so."""
+    if borrowing_limit is None or gpus <= borrowing_limit:
+        return str(gpus)
+    return f"{gpus} ({gpus - borrowing_limit} over its borrowing limit {borrowing_limit})"
+
+
 def is_share(gpus: float) -> bool:
     """Whether `lent_said` marks it: the note is due."""
     return lent_said(gpus).startswith("≈")

@@ -130,3 +130,38 @@ def test_a_lender_beyond_its_lending_limit_is_said_to_be_as_the_pages_say_it(qm,
     # within its limit again: no note
     Quota.objects.filter(team=fleet.vision).update(lending_limit=None)
     assert "over its lending limit" not in qm("quotas", extra_env={"COLUMNS": "80"}).out
+
+
+def test_a_borrower_beyond_its_borrowing_limit_is_said_to_be_as_the_pages_say_it(qm, fleet) -> None:
+    """ml runs 24 GPUs on a nominal of 16, 8 borrowed; an admin then set its borrowing limit to 3.
+    It keeps what it runs, so it borrows 5 beyond the limit. The admin's quota list and the teams
+    page said so; `qm quotas` printed BORROWED 8 beside MAY BORROW 3, unexplained. Wide, the cell
+    reads as the admin's list; at 80 columns a note under the table says it, as for lending."""
+    from controlplane.models import Quota
+
+    now = timezone.now()
+    for node in fleet.nodes[0:3]:
+        hold(running_job(fleet.ml, gpus=8, started_at=now), [(node, 8)], now)
+    Quota.objects.filter(team=fleet.ml).update(borrowing_limit=3)
+    assert qm("login", "--username", "root", "--password-stdin", stdin="root\n").code == 0
+
+    wide = qm("quotas")
+
+    assert wide.code == 0, wide.err
+    rows = {re.split(r"\s{2,}", line.strip())[0]: re.split(r"\s{2,}", line.strip())
+            for line in wide.out.strip().split("\n\n")[0].splitlines()[1:]}
+    assert rows["ml"][-2] == "8 (5 over its borrowing limit 3)", rows["ml"]
+    assert rows["vision"][-2] == "0"
+
+    narrow = qm("quotas", extra_env={"COLUMNS": "80"})
+
+    assert narrow.code == 0, narrow.err
+    assert max(len(line) for line in narrow.out.splitlines()) <= 80, narrow.out
+    table, _, notes = narrow.out.strip().partition("\n\n")
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+    assert rows["ml"][-2] == "8"
+    said = " ".join(notes.split())
+    assert "ml H100-80GB BORROWED 8 (5 over its borrowing limit 3)" in said, notes
+    assert "vision H100-80GB" not in said
+    Quota.objects.filter(team=fleet.ml).update(borrowing_limit=None)
+    assert "over its borrowing limit" not in qm("quotas", extra_env={"COLUMNS": "80"}).out
