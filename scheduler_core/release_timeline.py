@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import accumulate
 
 from scheduler_core.admission import capable_classes
@@ -75,23 +75,32 @@ def _promised(ctx: CycleContext, by_time: Releases) -> dict[int, int]:
     today's holder (a running job, or the hold) is deferred to then, so the work of a job with
     a promise is in the timeline itself, and a job behind the head is not told it can start on
     the head's GPUs. A GPU promised twice comes back at the later of the two ends."""
-    state = ctx.state
+    free_mask = ctx.state.free_mask
     promised: dict[int, int] = {}
-    index_of = state.index_of
+    for end, n, mask in _promised_gpus(ctx):
+        promised[n] = promised.get(n, 0) | mask
+        # bits free now stay counted from now (a hold covers every free one)
+        mask &= ~free_mask[n]
+        if mask:
+            by_time.setdefault(end, []).append((n, mask))
+    return promised
+
+
+def _promised_gpus(ctx: CycleContext) -> Iterator[tuple[float, int, int]]:
+    """(end, node index, GPU mask) of each promise's GPUs, latest end first, a GPU promised
+    twice only with the later end."""
+    index_of = ctx.state.index_of
+    covered: dict[int, int] = {}
     for end, job_id in _promise_ends(ctx):
         for p in ctx.reservations[job_id].placements:
             n = index_of[p.node]
             mask = 0
             for i in p.gpu_indices:
                 mask |= 1 << i
-            mask &= ~promised.get(n, 0)
+            mask &= ~covered.get(n, 0)
             if mask:
-                promised[n] = promised.get(n, 0) | mask
-                # bits free now stay counted from now (a hold covers every free one)
-                mask &= ~state.free_mask[n]
-                if mask:
-                    by_time.setdefault(end, []).append((n, mask))
-    return promised
+                covered[n] = covered.get(n, 0) | mask
+                yield end, n, mask
 
 
 Resources = dict[float, list[tuple[int, int, int]]]
@@ -110,22 +119,10 @@ def _resource_releases(ctx: CycleContext, reopens: dict[int, float]) -> Resource
     start and gives back with the GPUs when it has run; a hold's with its promise. (Asked
     only for a gang on distinct nodes, whose nodes need room beside their GPUs.)"""
     state = ctx.state
-    held_until: dict[str, float] = {}
+    held_until = {job_id: end for end, job_id in _promise_ends(ctx)}
     promised: dict[int, list[tuple[int, float]]] = {}
-    covered: dict[int, int] = {}
-    index_of = state.index_of
-    # a GPU promised twice comes back at the later end, as in _promised
-    for end, job_id in _promise_ends(ctx):
-        held_until[job_id] = end
-        for p in ctx.reservations[job_id].placements:
-            n = index_of[p.node]
-            mask = 0
-            for i in p.gpu_indices:
-                mask |= 1 << i
-            mask &= ~covered.get(n, 0)
-            if mask:
-                covered[n] = covered.get(n, 0) | mask
-                promised.setdefault(n, []).append((mask, end))
+    for end, n, mask in _promised_gpus(ctx):
+        promised.setdefault(n, []).append((mask, end))
     now = ctx.snapshot.now
     stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
     by_time: Resources = {}
