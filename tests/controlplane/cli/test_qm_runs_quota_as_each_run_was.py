@@ -16,6 +16,7 @@ from django.core.signals import request_started
 from django.utils import timezone
 
 from controlplane.cli import output
+from controlplane.cli.jobs.runs import _quota_cell
 from controlplane.models import Quota
 from controlplane.services import cycle
 from tests.controlplane import factories as f
@@ -91,3 +92,17 @@ def test_qm_says_when_and_why_from_the_runs_own_fields_without_reading_events(al
     assert f"run 1: from {output.utc_text(run['borrowed_from'])}: {run['borrowed_because']}" in r.out
     assert f"/api/v1/jobs/{job.pk}/runs/" in paths
     assert not [p for p in paths if p.startswith("/api/v1/events/")], paths
+
+
+@pytest.mark.parametrize(("run", "cell"), [
+    ({"borrowed": True, "bound_at": "2026-12-07T10:00:00Z"}, "borrowed"),
+    ({"borrowed": False, "bound_at": "2026-12-07T10:00:00Z"}, "own"),
+    ({"borrowed": True, "bound_at": "2026-12-07T10:00:00Z", "borrowed_from": None}, "borrowed"),
+    ({"borrowed": True, "bound_at": "2026-12-07T10:00:00Z", "borrowed_from": "2026-12-07T10:00:00Z"}, "borrowed"),
+    ({"borrowed": True, "bound_at": "2026-12-07T10:00:00Z", "borrowed_from": "2026-12-07T10:20:00Z"},
+     "own→borrowed"),
+])
+def test_a_server_without_borrowed_from_reads_the_plain_flag(run: dict[str, object], cell: str) -> None:
+    """A server from before 7 Dec sends no `borrowed_from`: qm reads `borrowed` alone, never
+    `own→borrowed`, and does not fail on the missing key."""
+    assert _quota_cell(run) == cell
