@@ -259,6 +259,7 @@ class Simulator:
         )
         self.window_by_class = {pc.name: pc.budget_window_s for pc in self.priority_classes}
         self.budget_by_class = {pc.name: pc.preemption_budget for pc in self.priority_classes}
+        self.grace_by_class = {pc.name: pc.grace_period_s for pc in self.priority_classes}
         self.quotas: tuple[QuotaInfo, ...] = tuple(quotas) if quotas is not None else build_quotas(jobs, self.nodes)
         check_fleet(self.nodes, self.gpu_types, self.quotas, self.priority_classes)
         self.class_by_value: dict[int, str] | None = (
@@ -287,6 +288,7 @@ class Simulator:
         self.usage_as_of = 0.0
         self.cycle_seconds: list[float] = []
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0}
+        self.requeued_held: set[str] = set()  # jobs a requeue held stopped (TraceHold.requeues)
         self.never_runnable: list[str] = []  # in the order the engine found them
         # per stretch of waiting that got an ETA and ended in a start: start - first ETA
         self.eta_errors_s: list[float] = []
@@ -352,7 +354,9 @@ class Simulator:
             for hold in trace.holds:
                 for at_s in (hold.start_s, hold.end_s):
                     if at_s is not None and trace.submit_s < at_s < self.horizon_s:
-                        self._push(at_s, _Kind.GATE, "", 0)
+                        # a requeue held names its job: it stops that job if it runs then
+                        named = hold.requeues and at_s == hold.start_s
+                        self._push(at_s, _Kind.GATE, trace.job_id if named else "", 0)
             for dependency in trace.depends_on:
                 if dependency.upstream in self.jobs:
                     self.upstreams.add(dependency.upstream)
@@ -374,6 +378,8 @@ class Simulator:
             while self.events and self.events[0][0] == now:
                 _, kind, _, job_id, version = heapq.heappop(self.events)
                 if kind == _Kind.REOPEN or kind == _Kind.ANNOUNCE or kind == _Kind.GATE:
+                    if job_id:
+                        self._requeue_held(self.jobs[job_id], now)
                     changed = True
                     continue
                 changed |= self._handle(now, _Kind(kind), self.jobs[job_id], version)
@@ -881,6 +887,23 @@ class Simulator:
         job.version += 1
         job.view = None
 
+    def _requeue_held(self, job: _Job, now: float) -> None:
+        """A requeue held begins (``TraceHold.requeues``): a job running then is stopped as the
+        control plane stops it, its processes given its class's grace period, then back in the
+        queue from its last checkpoint, where its hold keeps it out of line until released. A
+        job waiting then is only held; one already being stopped, or ended, is left as it is."""
+        if job.state is not _State.RUNNING:
+            return
+        self.requeued_held.add(job.trace.job_id)
+        name = self.class_by_value[job.trace.priority] if self.class_by_value is not None else None
+        grace = self.grace_by_class.get(name if name is not None else priority_class_name(job.trace.priority), 0)
+        if grace <= 0:
+            self._stop_preempted(job, now)
+            return
+        job.state = _State.TERMINATING
+        job.view = None
+        self._push(now + grace, _Kind.GRACE_END, job.trace.job_id, job.version)
+
     def _stop_preempted(self, job: _Job, now: float) -> None:
         checkpoint = job.last_checkpoint(now)
         if checkpoint is not None:
@@ -972,6 +995,7 @@ class Simulator:
         }
         if self.has_holds:
             extras["jobs_held_at_horizon"] = sum(1 for job in self.pending.values() if job.held)
+            extras["jobs_requeued_held"] = len(self.requeued_held)
         if self.has_dependencies:
             extras["jobs_dependency_never_met"] = len(self.dependency_never_met)
             extras["jobs_waiting_for_dependency_at_horizon"] = sum(

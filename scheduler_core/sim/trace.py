@@ -73,12 +73,17 @@ class TraceDependency:
 class TraceHold:
     """A stretch during which the job, if it waits then, is held out of the queue (Slurm's
     ``scontrol hold``): from ``start_s`` to ``end_s`` (``None``: never released within the
-    replay). A hold keeps a waiting job from starting; it does not stop a running one (a running
-    job cannot be held). ``by``: who holds it, as the engine's explanation names the holder."""
+    replay). A hold keeps a waiting job from starting; it does not stop a running one, as the
+    control plane refuses to hold a running job (409: cancel it or requeue it held). ``by``: who
+    holds it, as the engine's explanation names the holder. ``requeues``: the hold came with a
+    requeue (``qm requeue --hold``), which stops a running job: a job running in the replay when
+    it begins is stopped, after its class's grace period, and goes back to the queue held, from
+    its last checkpoint, as the control plane requeues it (not counted as a preemption)."""
 
     start_s: float
     end_s: float | None
     by: str
+    requeues: bool = False
 
     def covers(self, at_s: float) -> bool:
         return self.start_s <= at_s and (self.end_s is None or at_s < self.end_s)

@@ -118,6 +118,41 @@ def test_a_hold_placed_once_the_job_runs_does_not_stop_it() -> None:
     assert (result["wait_max_min"], result["jobs_done"]) == (0.0, 1)
 
 
+def test_a_requeue_held_stops_the_job_running_then_and_it_runs_again_from_its_release() -> None:
+    # `qm requeue --hold` stops a running job (the control plane's requeue, after its class's
+    # grace period: 30 s, the simulator's default class) and puts it back in the queue held;
+    # released at 1200 s it runs its 1800 s again (no checkpoint: from scratch). Until 7 Dec the
+    # replay let it run on as if merely held.
+    held = TraceHold(600, 1200, "alice", requeues=True)
+    result = figures([job("runs", duration_s=1800, holds=(held,))])
+
+    assert (result["jobs_requeued_held"], result["jobs_done"]) == (1, 1)
+    assert result["wait_max_min"] == pytest.approx(9.5)  # back in the queue at 630 s, held to 1200 s
+    assert result["preemptions"] == 0  # a requeue someone asked for, not the engine's preemption
+    # stopped at 630 s, run again from 1200 s for its whole 1800 s: busy 2430 s of the 16 GPUs' 4 h
+    assert result["allocated"] == pytest.approx(8 * 2430 / (16 * HORIZON_S))
+
+
+def test_a_requeue_held_of_a_job_waiting_then_only_holds_it() -> None:
+    full = job("full", gpus=16, duration_s=1800)
+    waiting = job("waits", holds=(TraceHold(600, 2400, "alice", requeues=True),))
+    result = figures([full, waiting])
+
+    assert result["jobs_requeued_held"] == 0
+    assert result["wait_max_min"] == pytest.approx(40.0)  # held until 2400 s, though room came at 1800 s
+
+
+def test_a_requeue_held_stops_a_checkpointing_job_keeping_its_work_to_the_last_checkpoint() -> None:
+    # checkpoints every 500 s: stopped at 1200 s it keeps 1000 s of its 1800, and runs 800 s more
+    # from its release at 1500 s: done at 2300 s, where from scratch it would end at 3300 s
+    held = TraceHold(1200, 1500, "alice", requeues=True)
+    one = simulate([job("runs", duration_s=1800, checkpoint_interval_s=500, holds=(held,))], SHAPE,
+                   horizon_s=2400.0).as_dict()
+    assert (one["jobs_done"], one["jobs_running_at_horizon"]) == (1, 0)
+    none = simulate([job("runs", duration_s=1800, holds=(held,))], SHAPE, horizon_s=2400.0).as_dict()
+    assert (none["jobs_done"], none["jobs_running_at_horizon"]) == (0, 1)
+
+
 def test_a_held_whole_node_job_strands_no_gpus() -> None:
     # a 4-GPU job on a node, and a 16-GPU job (whole nodes) held throughout: the free GPUs of the
     # half-used node are not stranded, since no job in line waits for whole nodes
