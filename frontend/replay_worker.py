@@ -47,9 +47,11 @@ class Replay:
     maintenance_windows: int = 0
     # How many jobs of the trace were held at some time, and how many wait on others (singletons
     # among them): the replay keeps both as the control plane does (see whatif.hold_spans,
-    # whatif.dependencies_of).
+    # whatif.dependencies_of); how many of the held were requeued held (a requeue held stops a
+    # job the replay runs then, TraceHold.requeues).
     held_jobs: int = 0
     dependent_jobs: int = 0
+    requeued_held_jobs: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
                   replayed_from=work.replayed_from, horizon_s=horizon,
                   maintenance_windows=len(work.maintenance),
                   held_jobs=sum(1 for job in work.trace if job.holds),
+                  requeued_held_jobs=sum(1 for job in work.trace if any(hold.requeues for hold in job.holds)),
                   dependent_jobs=sum(1 for job in work.trace if job.depends_on or job.singleton))
 
 

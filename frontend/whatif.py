@@ -13,8 +13,11 @@ How rows become a trace (the approximations are stated on the page and in docs/d
   waiting or running runs to its runtime limit, the most it may;
 - its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
   that accepts several or any asks for any;
-- its holds as they were (`hold_spans`): held from each hold to its release, or to the end if
-  held now; a job held while it waits does not start. Its dependencies (`dependencies_of`): met
+- its holds as they were (`hold_spans`, every stretch `holds.hold_history` reads from the
+  database): held from each hold (at submission for a job submitted held) to its release, to the
+  requeue that cleared it or the job's end, or to the end if held now; a job held while it waits
+  does not start, one running goes on (the control plane holds only waiting jobs) unless the
+  hold came with a requeue, which stops it as on the fleet. Its dependencies (`dependencies_of`): met
   in the replay's own timeline when on a replayed job (which ends as it ended on the fleet, or
   succeeds if it has not ended), when they were met on the fleet when on a job from before the
   window; one never met cancels its job. A singleton waits on the jobs of its submitter and
@@ -50,9 +53,8 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 import scheduler_core
-from controlplane.choices import FINISHED_JOB_STATES, DependencyMode, EventKind, JobState, NodeState
+from controlplane.choices import FINISHED_JOB_STATES, DependencyMode, JobState, NodeState
 from controlplane.models import (
-    Event,
     GpuType,
     Job,
     JobDependency,
@@ -62,7 +64,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
-from controlplane.services.hold_text import hold_label_of
+from controlplane.services.holds import hold_history
 from controlplane.services.snapshot import engine_roles, scheduler_config
 from controlplane.shared_store import Store
 from frontend import replay_worker
@@ -367,7 +369,7 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
             "submitter__username", "team__name", "priority_class__value", "gpu_types",
             "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node", "workload", "min_gpu_memory_gb",
             "cpus_per_gpu", "memory_gb_per_gpu", "topology", "roles", "members_on_distinct_nodes", "array_id", "array_task_limit",
-            "hold", "held_at", "held_by__username", "dependency_mode", "name", "singleton", "submitter_id",
+            "dependency_mode", "name", "singleton", "submitter_id",
         )[: MAX_TRACE_JOBS + 1]
     )
 
@@ -404,42 +406,16 @@ def _seconds(at: datetime, since: datetime) -> float:
 
 
 def hold_spans(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetime) -> dict[int, tuple[TraceHold, ...]]:
-    """When each job of ``rows`` (``trace_rows``) was held, in seconds from ``since``: from each
-    job.held event to the job.released that followed it; a job submitted held (``sbatch -H``,
-    no job.held event) from its submission; one held now until the end (``end_s`` None). A
-    further hold of a job already held (another reason, an admin's over a user's) does not start
-    another stretch. One query, on the events' (kind, created_at) index."""
-    row_of = {row[0]: row for row in rows}
-    events: dict[int, list[tuple[str, datetime, dict[str, Any]]]] = {}
-    for job_id, kind, at, data in (Event.objects.filter(kind__in=(EventKind.JOB_HELD, EventKind.JOB_RELEASED),
-                                                        created_at__gte=since, created_at__lt=until)
-                                   .order_by("created_at", "id").values_list("job_id", "kind", "created_at", "data")):
-        if job_id in row_of:
-            events.setdefault(job_id, []).append((kind, at, data))
-    spans: dict[int, tuple[TraceHold, ...]] = {}
-    for pk, row in row_of.items():
-        submitted, finished, hold, held_at, holder = row[1], row[3], row[24], row[25], row[26]
-        found: list[TraceHold] = []
-        since_at: datetime | None = None
-        by = ""
-        for kind, at, data in events.get(pk, ()):
-            if kind == EventKind.JOB_HELD:
-                if since_at is None:
-                    since_at, by = at, hold_label_of(data.get("hold", ""), data.get("held_by") or "")
-            elif since_at is not None or not found:
-                # a release with no hold before it: the job was submitted held
-                start = since_at if since_at is not None else submitted
-                found.append(TraceHold(_seconds(start, since), _seconds(at, since), by or data.get("was") or "a user"))
-                since_at = None
-        if hold:
-            start = since_at or held_at or submitted
-            found.append(TraceHold(_seconds(start, since), None, by or hold_label_of(hold, holder or "")))
-        elif since_at is not None:
-            # held, then ended without a release (cancelled while held): held to its end
-            found.append(TraceHold(_seconds(since_at, since), _seconds(finished, since) if finished else None, by))
-        if found:
-            spans[pk] = tuple(found)
-    return spans
+    """When each job of ``rows`` (``trace_rows``) was held, in seconds from ``since``: every
+    stretch the database records (``holds.hold_history``, the one reading of hold intervals):
+    from its placing, at submission for a job submitted held, to its release, to the requeue
+    that cleared it, to the job's end if it ended held, or to the end if held now (``end_s``
+    None). A hold that came with a requeue (``qm requeue --hold``) stops the job if the replay
+    runs it then (``TraceHold.requeues``), as the requeue stopped it on the fleet."""
+    return {pk: tuple(TraceHold(_seconds(stretch.placed_at, since),
+                                _seconds(stretch.released_at, since) if stretch.released_at is not None else None,
+                                stretch.by, requeues=stretch.requeued) for stretch in stretches)
+            for pk, stretches in hold_history([row[0] for row in rows], until=until).items()}
 
 
 def dependencies_of(rows: Sequence[tuple[Any, ...]], since: datetime) -> dict[int, tuple[TraceDependency, ...]]:
@@ -458,17 +434,17 @@ def dependencies_of(rows: Sequence[tuple[Any, ...]], since: datetime) -> dict[in
                                                    .values_list("job_id", "upstream_id", "condition", "satisfied_at")):
         met = _seconds(satisfied, since) if satisfied is not None else None
         found.setdefault(job_id, []).append(TraceDependency(str(upstream), DependencyCondition(condition), met))
-    singletons = [row for row in rows if row[29] and row[30] is not None and row[27] != DependencyMode.ANY]
+    singletons = [row for row in rows if row[26] and row[27] is not None and row[24] != DependencyMode.ANY]
     if singletons:
         older: dict[tuple[int, str], list[tuple[int, datetime | None]]] = {}
         for pk, submitter, name, finished in (
-                Job.objects.filter(submitted_at__lt=since, submitter_id__in={row[30] for row in singletons},
-                                   name__in={row[28] for row in singletons})
+                Job.objects.filter(submitted_at__lt=since, submitter_id__in={row[27] for row in singletons},
+                                   name__in={row[25] for row in singletons})
                 .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
                 .order_by("pk").values_list("pk", "submitter_id", "name", "finished_at")):
             older.setdefault((submitter, name), []).append((pk, finished))
         for row in singletons:
-            for pk, finished in older.get((row[30], row[28]), ()):
+            for pk, finished in older.get((row[27], row[25]), ()):
                 if finished is None or finished > row[1]:
                     found.setdefault(row[0], []).append(TraceDependency(
                         str(pk), DependencyCondition.AFTER_ANY, _seconds(finished, since) if finished else None))
@@ -486,8 +462,7 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetim
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
          min_gpus, max_gpus, gpus_per_node, workload, min_memory, cpus_per_gpu, memory_per_gpu, topology, roles,
-         distinct, array_id, array_task_limit, _hold, _held_at, _holder, dependency_mode, name, singleton,
-         _submitter) in rows:
+         distinct, array_id, array_task_limit, dependency_mode, name, singleton, _submitter) in rows:
         if state in FINISHED_JOB_STATES and started is not None and finished is not None:
             duration = max(1.0, (finished - started).total_seconds())
         else:

@@ -19,6 +19,7 @@ is never bound with a shape it no longer asks for, nor while held.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,11 +28,12 @@ import structlog
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Case, CharField, QuerySet, Value, When
+from django.db.models import Case, CharField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobHold, JobState
 from controlplane.models import Event, GpuType, Job, PendingPlace, PriorityClass, Project
+from controlplane.models.events import actor_name
 from controlplane.services import access, dependencies
 from controlplane.services import jobs as job_service
 from controlplane.services.hold_text import held_sentence, hold_label_of, reason_problem
@@ -297,6 +299,73 @@ def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) 
         _request_cycle_on_commit()
     log.info("job_released", job=job.pk, user=user.get_username())
     return Outcome(job, True, f"Job {job.pk} released: it is back in the queue from the next scheduling cycle.")
+
+
+# ------------------------------------------------------------------------------ hold history
+
+
+@dataclass(frozen=True)
+class HoldStretch:
+    """One stretch a job was held: from `placed_at` (its hold placed while it was not held) to
+    `released_at` (None: still held, or not released by the time asked about), held by `by`
+    (the first holder, as the engine names them: `hold_label_of`). `requeued`: the hold came
+    with a requeue (`qm requeue --hold`), which stopped the job if it ran."""
+
+    placed_at: datetime
+    released_at: datetime | None
+    by: str
+    requeued: bool = False
+
+
+def hold_history(job_ids: list[int], *, until: datetime) -> dict[int, tuple[HoldStretch, ...]]:
+    """Every stretch each of `job_ids` was held before `until`, as the database records holds:
+    the job row holds only the hold it has now (`hold`, `held_at`, `held_by`), so the history is
+    read from the events written with each change: a hold placed at submission (sbatch -H: the
+    job.submitted event's `hold`; from `submitted_at`), by `hold` or a requeue held (job.held;
+    one on a job already held, a new reason or an admin's hold over a user's, does not start
+    another stretch), ended by a release (job.released), by a requeue of the job after it ended
+    held (job.requeued: the requeue clears the hold and writes no release), or by the job's end
+    while held (a cancel: its `finished_at`, or to the end if it has none). Every hold and
+    release writes its event (since holds exist, 30 Nov 2026); should one be missing all the
+    same, a release with no hold recorded before it is held from submission, and a hold the row
+    has now that no event placed, from its `held_at`. Jobs never held are left out.
+    Two queries: the jobs' rows, and their hold events on the events' (job, created_at) index."""
+    rows = {pk: rest for pk, *rest in Job.objects.filter(pk__in=job_ids).values_list(
+        "pk", "submitted_at", "finished_at", "hold", "held_at", "held_by__username")}
+    events: dict[int, list[tuple[str, datetime, str, dict[str, Any]]]] = {}
+    for job_id, kind, at, actor, data in (
+            Event.objects.filter(job_id__in=list(rows), created_at__lt=until)
+            .filter(Q(kind__in=(EventKind.JOB_HELD, EventKind.JOB_RELEASED, EventKind.JOB_REQUEUED))
+                    | Q(kind=EventKind.JOB_SUBMITTED, data__has_key="hold"))
+            .order_by("job_id", "created_at", "id").values_list("job_id", "kind", "created_at", "actor", "data")):
+        said = events.setdefault(job_id, [])
+        # a job's submission comes first whatever its event's time (the row's submitted_at is its time)
+        said.insert(0 if kind == EventKind.JOB_SUBMITTED else len(said), (kind, at, actor, data))
+    history: dict[int, tuple[HoldStretch, ...]] = {}
+    for pk, (submitted, finished, hold, held_at, holder) in rows.items():
+        found: list[HoldStretch] = []
+        open_: HoldStretch | None = None
+        for kind, at, actor, data in events.get(pk, ()):
+            if kind == EventKind.JOB_SUBMITTED:
+                open_ = HoldStretch(submitted, None, hold_label_of(data["hold"], actor_name(actor)))
+            elif kind == EventKind.JOB_HELD:
+                if open_ is None:
+                    open_ = HoldStretch(at, None, hold_label_of(data.get("hold", ""), data.get("held_by") or ""),
+                                        requeued=bool(data.get("requeued")))
+            elif open_ is not None:  # released, or requeued after it ended held
+                found.append(dataclasses.replace(open_, released_at=at))
+                open_ = None
+            elif kind == EventKind.JOB_RELEASED and not found:
+                found.append(HoldStretch(submitted, at, data.get("was") or "a user"))
+        if open_ is None and hold and held_at is not None and held_at < until:
+            open_ = HoldStretch(held_at, None, hold_label_of(hold, holder or ""))
+        if open_ is not None:
+            # held now, or held when it ended (cancelled while held): held to its end
+            ended = finished if finished is not None and finished < until else None
+            found.append(dataclasses.replace(open_, released_at=ended))
+        if found:
+            history[pk] = tuple(found)
+    return history
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from django.contrib.auth import get_user_model
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from controlplane.choices import JobState
-from controlplane.models import Job
-from controlplane.services import holds
+from controlplane.choices import EventKind, JobState
+from controlplane.models import Event, Job
+from controlplane.services import holds, requeue
+from controlplane.services.transitions import cancel_job
 from frontend import whatif
 from frontend.replay_worker import run as run_replay
 from frontend.views.whatif import result_context
@@ -172,3 +173,86 @@ def test_a_singleton_waits_for_the_job_of_its_name_before_it_in_the_replay_and_b
     assert "a singleton starts only when no job of its submitter and name runs or waits ahead of it" in html
     trace = {t.job_id: t for t in request.work.trace}
     assert trace[str(first.pk)].depends_on == (TraceDependency(str(old.pk), DependencyCondition.AFTER_ANY, 3600.0),)
+
+
+# ------------------------------------------------------------------- every hold the database knows
+#
+# Until 7 Dec the replay read a job's holds from its job.held and job.released events and the
+# hold it has now: a hold placed at submission (sbatch -H, said by the job.submitted event, no
+# job.held one) was replayed from the first job.held event after it (a reword, an admin's hold
+# over it), and one cleared by a requeue (no job.released) not at all.
+
+
+def test_a_job_submitted_held_is_held_from_its_submission_though_held_again_before_its_release(demo, submit_as):
+    admin, alice = (get_user_model().objects.get(username=name) for name in ("admin", "alice"))
+    over = submit_as("alice", name="over", gpus=8, gpu_types=H100, runtime_limit_s=3600, hold=True)
+    reworded = submit_as("alice", name="reworded", gpus=8, gpu_types=H100, runtime_limit_s=3600, hold=True,
+                         hold_reason="dataset v2")
+    now = timezone.now()
+    Job.objects.filter(pk__in=[over.pk, reworded.pk]).update(submitted_at=now - timedelta(hours=3),
+                                                               held_at=now - timedelta(hours=3))
+    holds.hold(admin, over.pk, reason="maintenance", at=now - timedelta(hours=2))  # an admin's over alice's
+    holds.release(admin, over.pk, at=now - timedelta(hours=1))
+    holds.hold(alice, reworded.pk, reason="dataset v3", at=now - timedelta(hours=2))  # only its reason changes
+    holds.release(alice, reworded.pk, at=now - timedelta(hours=1))
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    trace = {t.job_id: t for t in request.work.trace}
+    assert trace[str(over.pk)].holds == (TraceHold(0.0, 7200.0, "alice"),)
+    assert trace[str(reworded.pk)].holds == (TraceHold(0.0, 7200.0, "alice"),)
+    for _, run in run_replay(request.work).runs:
+        assert run["wait_max_min"] == pytest.approx(120.0)  # both start at their release, 1 h ago
+
+
+def test_a_hold_cleared_by_a_requeue_is_held_from_its_submission_to_the_requeue(demo, submit_as):
+    # submitted held 4 h ago, cancelled while held 3 h ago, requeued (not held) 2 h ago, then ran
+    # 1 h ago for 30 min: no job.released event ends its hold, the requeue cleared it
+    alice = get_user_model().objects.get(username="alice")
+    job = submit_as("alice", name="held", gpus=8, gpu_types=H100, runtime_limit_s=3600, hold=True)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=4), held_at=now - timedelta(hours=4))
+    assert cancel_job(Job.objects.get(pk=job.pk), "user:alice", at=now - timedelta(hours=3))
+    requeue.requeue(alice, job.pk)
+    Event.objects.filter(job=job, kind=EventKind.JOB_REQUEUED).update(created_at=now - timedelta(hours=2))
+    _ran(job, timedelta(hours=4), timedelta(hours=1), timedelta(minutes=30), JobState.SUCCEEDED, now)
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    (trace,) = request.work.trace
+    assert trace.holds == (TraceHold(0.0, 7200.0, "alice"),)
+    for _, run in run_replay(request.work).runs:
+        assert run["wait_max_min"] == pytest.approx(120.0)
+
+
+def test_a_requeue_held_stops_the_job_the_replay_runs_then_as_on_the_fleet(demo, submit_as):
+    # On the fleet: submitted 4 h ago, ran 15 min and failed; requeued held 3 h 30 ago, released
+    # 2 h ago, then ran an hour. The replay runs it (its last run's hour) from its submission: at
+    # the requeue held it runs, and the control plane's requeue would stop it, as it does there.
+    alice = get_user_model().objects.get(username="alice")
+    job = submit_as("alice", name="retry", gpus=8, gpu_types=H100, runtime_limit_s=7200)
+    now = timezone.now()
+    _ran(job, timedelta(hours=4), timedelta(hours=4), timedelta(hours=3, minutes=45), JobState.FAILED, now)
+    requeue.requeue(alice, job.pk, hold=True, reason="fix the data loader")
+    Event.objects.filter(job=job, kind__in=(EventKind.JOB_REQUEUED, EventKind.JOB_HELD)).update(
+        created_at=now - timedelta(hours=3, minutes=30))
+    holds.release(alice, job.pk, at=now - timedelta(hours=2))
+    _ran(job, timedelta(hours=4), timedelta(hours=2), timedelta(hours=1), JobState.SUCCEEDED, now)
+    grace = job.priority_class.grace_period_s
+
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+
+    (trace,) = request.work.trace
+    assert trace.holds == (TraceHold(1800.0, 7200.0, "alice", requeues=True),)
+    replay = run_replay(request.work)
+    for _, run in replay.runs:
+        assert run["jobs_requeued_held"] == 1
+        # stopped at 30 min (after its grace period), back in line at its release; done an hour later
+        assert run["wait_max_min"] == pytest.approx((7200 - 1800 - grace) / 60)
+        assert (run["jobs_done"], run["jobs_running_at_horizon"]) == (1, 0)
+    assert replay.requeued_held_jobs == 1
+    html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
+    assert ("a hold placed after the replay started the job does not stop it, as the control plane holds only "
+            "waiting jobs, but a requeue held (1 job was requeued held on the fleet) stops a job the replay runs "
+            "then, after its grace period, and it starts again once released, from its last checkpoint") in html
+    assert '<tr><th scope="row">jobs stopped by a requeue held</th><td>1</td><td>1</td></tr>' in html
