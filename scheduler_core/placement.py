@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from scheduler_core.distinct_nodes import node_sets, shapes_of
+from scheduler_core.distinct_nodes import Shape, node_sets, shapes_of
 from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import NO_NODES
 from scheduler_core.plugins.protocols import FilterPlugin, GangContext, ScorePlugin, TopologyScorer
@@ -338,19 +338,23 @@ class Placer:
                 self.state.release(_PROBE)
 
     def _crossed(self, req: PlacementRequest) -> bool:
-        """Is this a gang on distinct nodes whose members' shapes do not nest (some member
-        asks less of one thing but more of another, or takes classes a larger one does not)?
-        Placing members largest first finds nodes for a gang whose shapes nest whenever there
-        are any (a node with room for a member has room for every smaller one); for the others
-        it may not (memoised per gang)."""
+        """Is this a gang on distinct nodes whose members' shapes do not nest in the order
+        they are placed (a member asks less of one thing than the member after it: fewer CPUs
+        or less memory, or takes classes it does not)? Placing members in that order finds
+        nodes for a gang whose shapes nest so whenever there are any (a node with room for a
+        member has room for every later one); for the others it may not (memoised per gang).
+        Until 7 Dec shapes that nested in the other order passed: members of 1 GPU, the first
+        asking no memory, the second 32 GB, where one node had the memory; the first took that
+        node and the gang never started ("spread too thinly") though it fit."""
         if not req.demand.distinct_nodes or len(req.demand.members) < 2:
             return False
         key = (req.demand, req.member_classes)
         found = self._crossed_gangs.get(key)
         if found is None:
-            shapes = shapes_of(req.demand, req.member_classes)
+            shapes = [Shape(m.gpus, m.cpus, m.memory_gb, frozenset(cls), 1)
+                      for m, cls in zip(req.demand.members, req.member_classes, strict=True)]
             found = self._crossed_gangs[key] = any(
-                not (a.dominates(b) or b.dominates(a)) for i, a in enumerate(shapes) for b in shapes[i + 1:])
+                not a.dominates(b) for a, b in zip(shapes, shapes[1:], strict=False))
         return found
 
     def _match(self, level: int, domain: int, req: PlacementRequest) -> bool:

@@ -421,6 +421,22 @@ def test_lone_heterogeneous_distinct_nodes_gang_starts_at_its_eta(nodes, members
     assert starts.get("d") == d.eta, (d, starts.get("d"))
 
 
+# Members of a gang on distinct nodes are placed largest first by GPUs (then by role); of
+# equal GPUs, one that asks more memory (or CPUs, or fewer node classes) than the member placed
+# before it needs the matching too. n0's 2 busy GPUs hold 500 of its 512 GB; role a asks no
+# memory, role b 32 GB: only n1 has room for b. Until 7 Dec a could take n1, and the gang that
+# fits now was reserved n0 and n1 from t=1000 instead (with backfill off: told its 12 free
+# GPUs were "spread too thinly", with no ETA, and never started).
+def test_distinct_nodes_gang_places_a_member_asking_more_memory_after_an_equal_one():
+    cluster = make_cluster().nodes(2).at(0)
+    run_on(cluster, "n0", [(2, 1000, 0, 250)])
+    run_on(cluster, "n1", [(2, 2000, 0, 0)])
+    job = make_job("d").roles(GangRole("a", 1, 1, ("a100",), 0, 0, 0),
+                              GangRole("b", 1, 1, ("a100",), 0, 0, 32)).limit(600).distinct_nodes()
+    plan = cluster.pending(job).plan()
+    assert {p.role: p.node for p in bound(plan)["d"]} == {"a": "n0", "b": "n1"}
+
+
 def test_placement_precheck_counts_the_nodes_its_smaller_members_take():
     """The placer's index-only check (``Placer.plausible``) counts the nodes of every set of
     a gang on distinct nodes, not only those of its largest members: with one h100 node free
