@@ -290,6 +290,32 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
     ]
 
 
+def option_types(ctx: CycleContext, option: TypeOption) -> list[str]:
+    """The GPU types of an option's node classes, in name order."""
+    classes = ctx.state.classes
+    return sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
+
+
+def explained_option(admitted: list[TypeOption]) -> TypeOption:
+    """Of the options the quota admits (in the order tried), the one a gang that found no
+    room is explained and given its ETA on: the first, except for a heterogeneous gang whose
+    mixed-type option offers each member every node class its one-type options do. That
+    option starts no later than any of them (whatever they place, it may), so its start is
+    the gang's. Until 7 Dec such a gang was told the start of its first one-type option: with
+    learner and worker each taking a100 or h100, an a100 node free now and an h100 node free
+    at t=1000, it was told "Needs 16 a100 GPUs", start t=3000, when a second a100 node frees,
+    and started at t=1000 on both types."""
+    first = admitted[0]
+    mixed = next((o for o in admitted if o.gpu_type is None), None)
+    if mixed is None or mixed is first:
+        return first
+    widest = [frozenset(cls) for cls in mixed.member_classes]
+    if all(all(w.issuperset(cls) for w, cls in zip(widest, o.member_classes, strict=True))
+           for o in admitted if o is not mixed):
+        return mixed
+    return first
+
+
 # What a GPU type no quota governs holds, for :func:`quota_split`; asked for this many GPUs,
 # the ledger also answers with the whole verdict (room and ceiling), which it skips for a
 # request that fits within nominal.
@@ -316,8 +342,7 @@ def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: De
     on a busy one, where its quota has room for 2 as long as its jobs run; and a gang of which
     one type was governed and another not mixed freely, its parameter server, which only
     the governed type (h100) could run, reserved on h100 GPUs its team had no quota for."""
-    classes = ctx.state.classes
-    types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
+    types = option_types(ctx, option)
     governed = [t for t in types if ctx.ledger.governs(t)]
     if option.gpu_type is not None or not governed:
         return option
@@ -336,8 +361,7 @@ def split_refusal(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: 
     """For a mixed option no split of which fits the quotas now (:func:`quota_split`): the
     refusal its ``QuotaExceeded`` words and ETA follow, the type of the option refusing the
     whole gang with the fewest GPUs short (the first in name order on a tie)."""
-    classes = ctx.state.classes
-    types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
+    types = option_types(ctx, option)
     verdicts = [(ctx.ledger.check(spec.team, t, demand.gpus), t) for t in types]
     verdict, gpu_type = min(verdicts, key=lambda vt: (vt[0].admitted, vt[0].never,
                                                       vt[0].shortage(demand.gpus), vt[1]))

@@ -34,7 +34,9 @@ from operator import attrgetter
 
 from scheduler_core.admission import (
     TypeOption,
+    explained_option,
     gpus_by_type,
+    option_types,
     quota_for,
     quota_for_grants,
     quota_split,
@@ -684,13 +686,22 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         _settle(ctx, spec, protected_outcome(ctx, protected, smallest, member_classes, needs_whole))
         return
 
-    # a heterogeneous gang's mixed-type option checks no quota before placement: its
-    # reservation is planned on the GPU types whose quota admits it, when there are any
+    # a heterogeneous gang's mixed-type option weighs no promise of quota (room_beside_promises
+    # judges one type): its reservation is planned on the GPU types whose quota admits it,
+    # when there are any, and mixing them only when the mix offers each member all their
+    # classes and every type's quota admits the whole gang beside the promises. (Until 7 Dec
+    # never mixing: a gang whose learner and worker took a100 or h100 reserved two a100 nodes
+    # from t=3000 and started at t=1000 on an a100 node and an h100 one.)
     typed = [o for o in misses.admitted_options if o.gpu_type is not None]
+    reserve_on = typed or misses.admitted_options
+    widest = explained_option(misses.admitted_options)
+    if typed and widest.gpu_type is None and all(
+            room_beside_promises(ctx, spec.team, t, smallest.gpus) for t in option_types(ctx, widest)):
+        reserve_on = [*typed, widest]
     # no reservation where its quota admits it now but not beside a job of its team promised
     # GPUs before it (that promise has the quota)
     requests = [PlacementRequest(smallest, option.member_classes, score)
-                for option in (typed or misses.admitted_options) if all(option.member_classes)
+                for option in reserve_on if all(option.member_classes)
                 and room_beside_promises(ctx, spec.team, option.gpu_type, smallest.gpus)]
     # (asked before the reservation holds GPUs: would it fit now but for maintenance?)
     maintenance = maintenance_outcome(ctx, spec, requests, needs_whole)
@@ -703,7 +714,8 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
     if maintenance is not None:
         _settle(ctx, spec, maintenance)
         return
-    outcome = diagnose(ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole)
+    outcome = diagnose(ctx, spec, smallest, explained_option(misses.admitted_options).member_classes,
+                       misses.blocked_by_head, needs_whole)
     _settle(ctx, spec, _behind_promises(ctx, spec, misses.admitted_option.gpu_type, outcome,
                                         smallest.gpus))
 
@@ -932,7 +944,7 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
         mixed = next((o for o in options if o.gpu_type is None), None)
         refusal = split_refusal(ctx, spec, mixed, demand) if split_refused and mixed else None
         return quota_outcome(ctx, spec, options, refusal, demand, needs_whole, split_refused)
-    classes = ctx.placer.union(admitted[0].member_classes)
+    classes = ctx.placer.union(explained_option(admitted).member_classes)
     free = ctx.state.free_in(FLEET, 0, classes) - _free_on(
         ctx, ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s), classes)
     if free < demand.gpus:

@@ -383,17 +383,19 @@ def test_distinct_nodes_gang_whose_smaller_members_outnumber_their_nodes_can_nev
 
 
 # On small fleets of a100 and h100 nodes whose running jobs end at their runtime limits, a lone
-# heterogeneous gang on distinct nodes, each member of one type, with CPUs and memory per GPU
-# of its own (shapes that need not nest), is told the time it then starts; one told it can
-# never run is not placed even on the empty fleet. (Members that take any type are left out:
-# such a gang is explained on one of its one-type options, whose start may come after the
-# mixed one's.)
-typed_members = st.lists(st.tuples(st.integers(1, 8), st.sampled_from((("a100",), ("h100",))),
+# heterogeneous gang on distinct nodes, each member of one type or of either, with CPUs and
+# memory per GPU of its own (shapes that need not nest), is told the time it then starts; one
+# told it can never run is not placed even on the empty fleet. (Until 7 Dec members that take
+# either type were left out: such a gang was explained on its first one-type option, whose
+# start may come after the one mixing types, see
+# test_role_gang_taking_either_type_is_told_the_start_mixing_types.)
+typed_members = st.lists(st.tuples(st.integers(1, 8),
+                                   st.sampled_from((("a100",), ("h100",), ("a100", "h100"))),
                                    st.sampled_from((0, 4, 8)), st.sampled_from((0, 32, 64))),
                          min_size=2, max_size=4)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.lists(st.tuples(st.sampled_from(("a100", "h100")), node_jobs), min_size=2, max_size=6),
        members=typed_members)
 def test_lone_heterogeneous_distinct_nodes_gang_starts_at_its_eta(nodes, members):
@@ -419,6 +421,43 @@ def test_lone_heterogeneous_distinct_nodes_gang_starts_at_its_eta(nodes, members
         return
     assert d.eta is not None, d
     assert starts.get("d") == d.eta, (d, starts.get("d"))
+
+
+# A heterogeneous gang whose members each take a100 or h100 may start with its members on
+# different types (its mixed option, tried after the one-type ones). n0 (a100) is free, h0
+# (h100) is full until t=1000 and n1 (a100) until t=3000: the learner starts on n0 and the
+# worker on h0 at t=1000. Until 7 Dec it was explained on its first one-type option, a100 alone
+# ("Needs 16 a100 GPUs; 8 are free."), and told t=3000, when n1 frees; packed or on distinct
+# nodes alike.
+def learner_and_worker_of_either_type(distinct: bool):
+    job = make_job("d").roles(role("learner", 1, 8, "a100", "h100"), role("w", 1, 8, "a100", "h100")).limit(600)
+    return (
+        make_cluster().nodes(2).nodes(1, gpu_type="h100", prefix="h").at(0)
+        .running(make_running(make_job("a").gpus(8).limit(3000)).whole("n1"),
+                 make_running(make_job("b").types("h100").gpus(8).limit(1000)).whole("h0"))
+        .pending(job.distinct_nodes() if distinct else job)
+        .snapshot()
+    )
+
+
+@pytest.mark.parametrize("distinct", [False, True], ids=["packed", "distinct-nodes"])
+def test_role_gang_taking_either_type_is_told_the_start_mixing_types(distinct):
+    first, starts = evolve(learner_and_worker_of_either_type(distinct), NO_BACKFILL)
+    d = why(first, "d")
+    assert d.code is ReasonCode.INSUFFICIENT_GPUS
+    assert d.message == "Needs 16 a100/h100 GPUs; 8 are free. Estimated start t=1000 from runtime limits."
+    assert (d.eta, starts.get("d")) == (1000.0, 1000.0)
+
+
+# As the head, the same gang reserves n0 and h0 from t=1000 (until 7 Dec its reservation was
+# planned on one type only: n0 and n1 from t=3000, two hours after it started).
+@pytest.mark.parametrize("distinct", [False, True], ids=["packed", "distinct-nodes"])
+def test_role_gang_taking_either_type_reserves_the_start_mixing_types(distinct):
+    first, starts = evolve(learner_and_worker_of_either_type(distinct))
+    d = why(first, "d")
+    assert d.code is ReasonCode.WAITING_FOR_RESERVATION
+    assert {p.node for p in first.reservations[0].placements} == {"n0", "h0"}
+    assert (d.eta, starts.get("d")) == (1000.0, 1000.0)
 
 
 # Members of a gang on distinct nodes are placed largest first by GPUs (then by role); of
