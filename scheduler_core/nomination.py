@@ -16,6 +16,7 @@ import math
 
 from scheduler_core.admission import TypeOption, gpus_by_type, quota_for, quota_for_grants
 from scheduler_core.context import CycleContext
+from scheduler_core.distinct_nodes import shapes_of
 from scheduler_core.gang import Demand
 from scheduler_core.job_shape import JobShape
 from scheduler_core.maintenance import NO_NODES, run_end
@@ -103,7 +104,7 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
 
     classes = frozenset(c for cls in member_classes for c in cls)
     return preempt_for(ctx, spec, demand.gpus, option.gpu_type, classes, fit,
-                       members=len(demand.members), largest=demand.largest_member)
+                       shapes_of(demand, member_classes))
 
 
 def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from scheduler_core.admission import gpus_by_type
 from scheduler_core.backfill import NOMINATED, keep_promised
 from scheduler_core.context import CycleContext
+from scheduler_core.distinct_nodes import Shape, node_sets
 from scheduler_core.gang import Demand, demand_for, elastic_sizes, is_elastic
 from scheduler_core.job_shape import fleet_node_size
 from scheduler_core.plugins.protocols import VictimCandidate
@@ -506,11 +507,12 @@ def _keeping_shrink_steps(chosen: list[tuple[Offer, Restore]], spare: list[int])
 
 def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
                 classes: frozenset[int], fit: FitCheck,
-                members: int = 1, largest: int | None = None) -> Found | Protected | None:
+                shapes: tuple[Shape, ...] | None = None) -> Found | Protected | None:
     """Find a way to start ``spec`` by nomination or preemption (steps in the module doc).
-    ``members`` and ``largest`` (default: all ``gpus`` on one node) describe its gang for the
-    wait estimate of a reclaim (:func:`_cheaper_to_wait`)."""
-    largest = gpus if largest is None else largest
+    ``shapes`` (its members', ``distinct_nodes.shapes_of``; default: all ``gpus`` on one node of ``classes``)
+    describe its gang for the wait estimate of a reclaim (:func:`_cheaper_to_wait`)."""
+    if shapes is None:
+        shapes = (Shape(gpus, 0, 0, classes, 1),)
     nominated = _nomination(ctx, spec, classes, gpus, fit)
     if nominated is not None:
         return nominated
@@ -521,7 +523,7 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
         found = _search(ctx, spec, fit, options, budget)
         if found is not None:
             victims, grants = found
-            if _cheaper_to_wait(ctx, spec, gpus, gpu_type, members, largest, classes,
+            if _cheaper_to_wait(ctx, spec, gpus, gpu_type, shapes,
                                 [o.candidate for o in victims]):
                 return None
             return Found(
@@ -534,15 +536,14 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
         ignoring = _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH) \
             if all_options else None
         if ignoring:
-            return _what_is_in_the_way(ctx, spec, gpus, gpu_type, members, largest, classes,
+            return _what_is_in_the_way(ctx, spec, gpus, gpu_type, shapes,
                                        [o.candidate for o in ignoring[0]],
                                        cycle_spent=budget <= 0 and bool(options))
     return None
 
 
 def _what_is_in_the_way(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
-                        members: int, largest: int,
-                        classes: frozenset[int], victims: list[VictimCandidate],
+                        shapes: tuple[Shape, ...], victims: list[VictimCandidate],
                         cycle_spent: bool) -> Protected | None:
     """Why the job does not start by preemption, given the ``victims`` of a search ignoring
     protection: the cycle's spent budget when unprotected candidates exist (``cycle_spent``;
@@ -557,8 +558,7 @@ def _what_is_in_the_way(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: s
             f"this cycle's preemption budget of {counted(cap, 'victim')} is spent")
     else:
         in_the_way = _protection_in_the_way(ctx, victims)
-    if in_the_way is None or _cheaper_to_wait(ctx, spec, gpus, gpu_type, members, largest,
-                                              classes, victims):
+    if in_the_way is None or _cheaper_to_wait(ctx, spec, gpus, gpu_type, shapes, victims):
         return None
     return in_the_way
 
@@ -576,20 +576,26 @@ def _protection_in_the_way(ctx: CycleContext, victims: list[VictimCandidate]) ->
     return Protected("; ".join(why[:3]), tuple(sorted({v.job_id for v in victims})))
 
 
-def capacity_eta(ctx: CycleContext, classes: frozenset[int], members: int,
-                 largest: int) -> float:
-    """A cheap, conservative start estimate for a gang of ``members`` members of at most
-    ``largest`` GPUs on ``classes``: when ``members`` capable ready nodes each have
-    ``largest`` free GPUs, as holders reach their expected ends (runtime limits; a holder
-    without one never frees its GPUs; GPUs held for reservations are not counted free)."""
+def capacity_eta(ctx: CycleContext, shapes: tuple[Shape, ...]) -> float:
+    """A cheap, conservative start estimate for a gang of members of ``shapes``: when every
+    member has a capable ready node of its own with room for it (GPUs, CPUs and memory), as
+    holders reach their expected ends (runtime limits; a holder without one never frees what
+    it holds; what is held for reservations is not counted free). Nodes of their own are
+    counted by Hall's condition over every set of the members' shapes
+    (:func:`~scheduler_core.distinct_nodes.node_sets`): exact for a gang on distinct nodes,
+    an upper bound for one whose members may share a node. Until 7 Dec only its largest
+    members were counted, by their GPUs, on every class any member accepts: a job whose
+    node's GPUs freed in 10 min beside CPUs held for 10 h was told it waited 10 min, and an
+    owner kept from reclaiming its lent quota; a learner that took any type and workers only
+    h100 were counted ready on a100 nodes."""
     state = ctx.state
-    node_class = state.node_class
-    ready = state.ready
+    node_class, ready = state.node_class, state.ready
     now = ctx.snapshot.now
-    capable = [n for n in range(len(state.nodes)) if ready[n] and node_class[n] in classes]
-    if len(capable) < members or members < 1:
+    where = frozenset().union(*(s.where for s in shapes))
+    capable = [n for n in range(len(state.nodes)) if ready[n] and node_class[n] in where]
+    if len(capable) < sum(s.members for s in shapes) or not shapes:
         return float("inf")
-    releases: dict[int, list[tuple[float, int]]] = {}
+    releases: dict[int, list[tuple[float, int, int, int]]] = {}
     wanted = set(capable)
     for (kind, job_id), grants in state.holdings.items():
         end = ctx.ends.get(job_id) if kind == JOB else None
@@ -597,27 +603,40 @@ def capacity_eta(ctx: CycleContext, classes: frozenset[int], members: int,
             continue
         for g in grants:
             if g.node in wanted:
-                releases.setdefault(g.node, []).append((max(now, end), g.gpus))
-    times: list[float] = []
+                releases.setdefault(g.node, []).append((max(now, end), g.gpus, g.cpus, g.memory_gb))
+    sets = node_sets(shapes)
+    times: list[list[float]] = [[] for _ in sets]
     for n in capable:
-        free = state.free_gpus[n]
-        if free >= largest:
-            times.append(now)
-            continue
-        for end, gpus in sorted(releases.get(n, ())):
-            free += gpus
-            if free >= largest:
-                times.append(end)
+        k = node_class[n]
+        gpus, cpus, memory = state.free_gpus[n], state.free_cpus[n], state.free_mem[n]
+        # (each set's first time with room here: free resources only grow along the ends)
+        left = [j for j, need in enumerate(sets) if k in need.where]
+        at = now
+        steps = iter(sorted(releases.get(n, ())))
+        while left:
+            left_now = []
+            for j in left:
+                if sets[j].room(k, gpus, cpus, memory):
+                    times[j].append(at)
+                else:
+                    left_now.append(j)
+            left = left_now
+            step = next(steps, None)
+            if step is None:
                 break
-    if len(times) < members:
-        return float("inf")
-    times.sort()
-    return times[members - 1]
+            at, more_gpus, more_cpus, more_memory = step
+            gpus, cpus, memory = gpus + more_gpus, cpus + more_cpus, memory + more_memory
+    eta = now
+    for need, found in zip(sets, times, strict=True):
+        if len(found) < need.members:
+            return float("inf")
+        found.sort()
+        eta = max(eta, found[need.members - 1])
+    return eta
 
 
 def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
-                     members: int, largest: int, classes: frozenset[int],
-                     victims: list[VictimCandidate]) -> bool:
+                     shapes: tuple[Shape, ...], victims: list[VictimCandidate]) -> bool:
     """Reclaim that counts its cost: an owner reclaiming lent GPUs (every victim borrowed, no
     higher-priority need) does not preempt when waiting for capacity that frees by runtime
     limits costs less than the work the victims would lose: ``gpus × (eta − start after the
@@ -627,7 +646,7 @@ def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str 
     still reclaims."""
     if not victims or any(v.reason is not PreemptionReason.RECLAIM_BORROWED for v in victims):
         return False
-    eta = capacity_eta(ctx, classes, members, largest)
+    eta = capacity_eta(ctx, shapes)
     if eta == float("inf"):
         return False
     grace = 0

@@ -27,9 +27,11 @@ from test_engine_explain_eta import NO_BACKFILL, evolve
 from scheduler_core import GangRole, Infeasible, NodeInfo, ReasonCode, never_runs, schedule
 from scheduler_core.admission import capable_classes
 from scheduler_core.cycle import _context
+from scheduler_core.distinct_nodes import shapes_of
 from scheduler_core.gang import demand_for, spec_gpus
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.registry import build_plugins
+from scheduler_core.preemption import capacity_eta
 from scheduler_core.state import JOB
 from scheduler_core.types import SchedulerConfig
 
@@ -528,3 +530,21 @@ def test_same_leaf_distinct_nodes_eta_counts_cpus_beside_the_gpus():
         .snapshot()
     )
     assert eta_and_start(snap) == (2000.0, 2000.0)
+
+
+def test_reclaim_wait_estimate_counts_the_nodes_its_smaller_members_take():
+    """The wait a reclaim weighs (``preemption.capacity_eta``) counts a node of its own for
+    every set of a gang's members, each on the classes it accepts: the learner-and-two-h100-
+    workers gang starts when h1 frees, at t=1000. (Until 7 Dec it counted only its largest
+    member's GPUs on every class any member takes: three nodes with 4 free, n0, n1 and h0, so
+    "now".)"""
+    snap = learner_and_h100_workers().snapshot()
+    cfg = SchedulerConfig()
+    ctx = _context(snap, cfg, build_plugins(cfg), None)
+    ctx.ends["r"] = 1000.0  # (as the cycle reads it from the runtime limit)
+    spec = snap.pending[0]
+    demand = demand_for(spec, spec_gpus(spec), 8)
+    member_classes = tuple(capable_classes(ctx, m) for m in demand.members)
+    assert capacity_eta(ctx, shapes_of(demand, member_classes)) == 1000.0
+    ctx.state.release((JOB, "r"))
+    assert capacity_eta(ctx, shapes_of(demand, member_classes)) == 0.0

@@ -451,6 +451,29 @@ def test_reclaim_that_waits_keeps_saying_why_when_its_reservation_moves(moves, r
         f"limits costs less (about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).")
 
 
+def test_reclaim_counts_the_wait_for_the_cpus_beside_the_gpus():
+    # n0's 6 GPUs under ml's "own" free in 10 min, but its "hog" (2 GPUs) holds 60 of its 64
+    # CPUs for 10 h, and the owner asks 48: it can only start on n0 in 10 h (6 GPUs x 10 h =
+    # 60 GPU-hours of waiting), against 16 GPU-hours lost: reclaim. Until 7 Dec the wait was
+    # counted by the GPUs alone: it waited, told "its 6 GPUs until t=10600".
+    plan = (
+        make_cluster().nodes(2).at(NOW)
+        .quota("ml", "a100", 16, cohort="c").quota("cv", "a100", 0, cohort="c")
+        .running(
+            make_running(make_job("own").team("ml").gpus(6).limit(4200)).on("n0", *range(6))
+            .started(NOW - 3600),
+            make_running(make_job("hog").team("ml").gpus(2).cpus_per_gpu(30).limit(46000))
+            .on("n0", 6, 7).started(NOW - 10000),
+            make_running(make_job("lent").team("cv").gpus(8).limit(86400)).whole("n1")
+            .started(NOW - 7200).borrowed(),
+        )
+        .pending(make_job("owner").team("ml").gpus(6).cpus_per_gpu(8).limit(3600))
+        .plan()
+    )
+    assert [(p.job_id, p.reason) for p in plan.preemptions] == [("lent", PreemptionReason.RECLAIM_BORROWED)]
+    assert "not reclaimed" not in why(plan, "owner").message
+
+
 def test_reclaim_still_preempts_when_waiting_would_cost_more():
     # n0 frees only in 10 h (80 GPU-hours of waiting) against 16 GPU-hours lost: reclaim.
     plan = _reclaim_cluster(other_ends_in_s=36000, lent_ran_s=7200).plan()
