@@ -306,8 +306,10 @@ def explained_option(admitted: list[TypeOption]) -> TypeOption:
     at t=1000, it was told "Needs 16 a100 GPUs", start t=3000, when a second a100 node frees,
     and started at t=1000 on both types."""
     first = admitted[0]
+    if len(admitted) == 1:
+        return first
     mixed = next((o for o in admitted if o.gpu_type is None), None)
-    if mixed is None or mixed is first:
+    if mixed is None:
         return first
     widest = [frozenset(cls) for cls in mixed.member_classes]
     if all(all(w.issuperset(cls) for w, cls in zip(widest, o.member_classes, strict=True))

@@ -714,8 +714,7 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
     if maintenance is not None:
         _settle(ctx, spec, maintenance)
         return
-    outcome = diagnose(ctx, spec, smallest, explained_option(misses.admitted_options).member_classes,
-                       misses.blocked_by_head, needs_whole)
+    outcome = diagnose(ctx, spec, smallest, widest.member_classes, misses.blocked_by_head, needs_whole)
     _settle(ctx, spec, _behind_promises(ctx, spec, misses.admitted_option.gpu_type, outcome,
                                         smallest.gpus))
 
