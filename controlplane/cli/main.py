@@ -172,17 +172,25 @@ def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> Non
     have unset take `none` too, to clear them)."""
     count: Any = _count_or_none if update else int
     p.add_argument("--gpus", "-g", "-G", type=int, help="GPUs in all (sbatch -G, --gpus)")
-    p.add_argument("--gpus-per-node", type=count, metavar="N|none" if update else None)
+    cleared = "; none: the scheduler decides" if update else ""
+    p.add_argument("--gpus-per-node", type=count, metavar="N|none" if update else None,
+                   help="GPUs of each gang member, each member whole on one node (members may share a node: "
+                        f"--distinct-nodes keeps them apart); default: the scheduler decides{cleared}")
     p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
-    p.add_argument("--min-gpu-memory", type=int, metavar="GB")
-    p.add_argument("--cpus-per-gpu", type=int)
+    p.add_argument("--min-gpu-memory", type=int, metavar="GB", help="device memory each GPU must have at least")
+    p.add_argument("--cpus-per-gpu", type=int, metavar="N", help="host CPUs per GPU (sbatch --cpus-per-gpu)")
     p.add_argument("--memory-per-gpu", "--mem-per-gpu", type=int, metavar="GB", help="host memory per GPU (sbatch --mem-per-gpu)")
-    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
+    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"],
+                   help="how close its GPUs must be: on one node, under one leaf switch, under one spine, or "
+                        "anywhere (the default)")
     p.add_argument("--distinct-nodes", action=argparse.BooleanOptionalAction, dest="distinct_nodes",
                    help="each member of the gang on a node of its own (sbatch --ntasks-per-node=1 with "
                         "--gpus-per-node); --no-distinct-nodes: members packed, the default")
-    p.add_argument("--min-gpus", type=count, metavar="N|none" if update else None)
-    p.add_argument("--max-gpus", type=count, metavar="N|none" if update else None)
+    rigid = "; none for both: rigid again" if update else ""
+    p.add_argument("--min-gpus", type=count, metavar="N|none" if update else None,
+                   help=f"elastic: the fewest GPUs it runs on (give both --min-gpus and --max-gpus){rigid}")
+    p.add_argument("--max-gpus", type=count, metavar="N|none" if update else None,
+                   help=f"elastic: the most GPUs it grows to (give both --min-gpus and --max-gpus){rigid}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("login", parents=[common], help="get a token and store it")
-    p.add_argument("--username", "-u")
+    p.add_argument("--username", "-u", help="whose token (default: asked on a terminal)")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     sub.add_parser("logout", parents=[common], help="revoke the token on the server and forget it here",
                    description="Revoke the stored token on the server it was issued by, then remove it from "
@@ -210,10 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); "
                                         "a bare number is minutes, as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
-    p.add_argument("--project")
+    p.add_argument("--project", help="a project of its team, by name (default: none)")
     p.add_argument("--team", "--account", "-A", help="the team it runs for (sbatch -A); default: your default team")
-    p.add_argument("--workload", choices=["training", "serving", "interactive", "batch"])
-    p.add_argument("--checkpoint-every", metavar="DURATION")
+    p.add_argument("--workload", choices=["training", "serving", "interactive", "batch"],
+                   help="what kind of work (default: training); serving spreads its members over nodes")
+    p.add_argument("--checkpoint-every", metavar="DURATION",
+                   help="how often the job checkpoints (preempting it then loses less): 20m, 1h; a bare number is "
+                        "seconds (unlike --time's minutes)")
     p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...",
                    help="start only once these jobs meet TYPE (Slurm's --dependency): after (started), afterok "
                         "(succeeded), afternotok (failed), afterany (ended); e.g. afterok:12:13,afterany:14. "
@@ -222,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "or among others, e.g. afterok:12,singleton. Joined by ? instead of commas, any one "
                         "is enough: afterok:12?afterok:13 (not mixed with commas). With --array, "
                         "aftercorr:ARRAY_ID: each task after the task of the same index of that array succeeds")
-    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
+    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE",
+                   help="a variable of its processes' environment (repeat for several)")
     p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2; 0-99%%10 runs at most 10 at a time")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
     p.add_argument("--hold", "-H", action="store_true",
@@ -377,15 +389,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "job would be. Once it runs: only --name, and --time lowered (admins may raise "
                                    "it). Prints each change, old -> new.")
     p.add_argument("job")
-    p.add_argument("--name", "-n", "--job-name", "-J")
+    p.add_argument("--name", "-n", "--job-name", "-J", help="its new name")
     _add_shape_flags(p, update=True)
     p.add_argument("--time", "--time-limit", "-t", dest="time",
                    help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is minutes, "
                         "as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
-    p.add_argument("--project")
+    p.add_argument("--project", help="move it to this project of its team")
     p.add_argument("--no-project", action="store_true", help="take the job out of its project")
-    p.add_argument("--checkpoint-every", metavar="DURATION")
+    p.add_argument("--checkpoint-every", metavar="DURATION",
+                   help="how often the job checkpoints (preempting it then loses less): 20m, 1h; a bare number is "
+                        "seconds (unlike --time's minutes)")
     p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...|none|+=...|-=...",
                    help="replace the job's dependencies (scontrol update dependency=), as qm submit -d takes "
                         "them: e.g. afterok:12:13,afterany:14, singleton, or any one of: afterok:12?afterok:13; "
