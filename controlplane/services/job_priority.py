@@ -11,7 +11,8 @@ one's); `order` here is the place among every job in line now."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from bisect import bisect_left
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 import scheduler_core as engine
-from controlplane.models.jobs import fill_numbers
+from controlplane.choices import JobState
+from controlplane.models.jobs import Job, fill_numbers
 from controlplane.services import access
 from controlplane.services.snapshot import read_queue, scheduler_config
 
@@ -72,6 +74,14 @@ def queue_order(now: datetime | None = None) -> QueueOrder:
                       factors=engine.queue_factors_of(read_queue(now), config))
 
 
+def _never_runnable_orders(factors: Sequence[engine.QueueFactors]) -> list[int]:
+    """The `order`s, ascending, of the jobs in line that can never run as asked (the last cycle's
+    word), whoever's: a job that can start counts those ahead of it, which the cycle places after
+    it (its queue position is its place among the jobs that can start). One query, of the few."""
+    never = set(Job.objects.filter(state=JobState.PENDING, pending_resolvable=False).values_list("pk", flat=True))
+    return sorted(f.order for f in factors if int(f.job_id) in never)
+
+
 def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datetime | None = None,
                order: QueueOrder | None = None, *, team: str | None = None, offset: int = 0,
                limit: int | None = None) -> QueuePriorities:
@@ -99,6 +109,7 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
         pk__in=[int(f.job_id) for f in shown]).values_list(
             "pk", "name", "array_id", "array_index", "pending_resolvable", "pending_code", "pending_words",
             "place__numbers")}
+    never_orders = _never_runnable_orders(factors) if any(job[3] for job in jobs.values()) else []
     rows = []
     for f in shown:
         job = jobs.get(int(f.job_id))
@@ -110,6 +121,7 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
             "array_index": index, "order": f.order, "team": f.team, "priority_class": f.priority_class,
             "class_value": f.class_value, "aging_points": f.aging_points, "effective_priority": f.effective_priority,
             "team_share": f.team_share, "runtime_limit_s": f.runtime_limit_s, "can_run": can_run,
+            "never_ahead": bisect_left(never_orders, f.order) if can_run else 0,
             "reason_code": None if can_run else code or None,
             "reason": None if can_run else fill_numbers(words, numbers.split() if numbers else []) or None})
     return QueuePriorities(

@@ -12,10 +12,18 @@ line for the next cycle" of such a job, a second place beside its queue position
 from __future__ import annotations
 
 
-def rank_in_line(order: int, in_line: int, *, can_run: bool) -> str:
+def rank_in_line(order: int, in_line: int, *, can_run: bool, never_ahead: int = 0) -> str:
     """A waiting job's rank among the `in_line` jobs of the next cycle's order: "2 of 12 in line
     for the next cycle", or of a job that can never run as asked (`can_run` False) the rank its
-    priority alone gives it and where the cycle places it instead."""
+    priority alone gives it and where the cycle places it instead. A job that can run behind
+    `never_ahead` such jobs is placed before them: its rank by priority, and its place among the
+    jobs that can start, which its queue position says (until 7 Dec its page and `qm explain` said
+    "2 of 2 in line for the next cycle" beside "queue position: 1", one place each)."""
+    if can_run and never_ahead:
+        those = "the job" if never_ahead == 1 else f"the {never_ahead} jobs"
+        return (f"{order} of {in_line} by priority, {order - never_ahead} among the jobs that can start (its queue "
+                f"position): {those} ahead of it can never run as asked and the cycle places "
+                f"{'it' if never_ahead == 1 else 'them'} after every job that can start")
     if can_run:
         return f"{order} of {in_line} in line for the next cycle"
     return (f"{order} of {in_line} by priority alone, but as asked it can never run, so the cycle places it after "

@@ -628,7 +628,8 @@ def queue_place(request: HttpRequest, job: Job) -> dict[str, Any] | None:
             "class_text": f"{row['class_value']:g}", "aging_text": f"{row['aging_points']:g}" if row["aging_points"] else "",
             "limit_text": f"runtime limit {qm.span(limit)}" if limit else "no runtime limit",
             # its rank in the words `qm explain` says it: by priority alone, of a job that can never run
-            "rank_text": rank_in_line(row["order"], got.in_line, can_run=job.pending_resolvable),
+            "rank_text": rank_in_line(row["order"], got.in_line, can_run=job.pending_resolvable,
+                                      never_ahead=row["never_ahead"]),
             "rule": job_priority.AMONG_EQUALS.get(got.queue_order, "")}
 
 

@@ -74,6 +74,10 @@ class JobPriorityRowSerializer(serializers.Serializer):
     can_run = serializers.BooleanField(
         help_text="False for a job that can never run as asked (CanNeverRun): its `order` is by priority alone, and "
                   "the cycle places it after every job that can start (its queue_position).")
+    never_ahead = WholeNumberField(
+        help_text="Of a job that can run, how many of the jobs ahead of it in `order` can never run as asked "
+                  "(other teams' too): the cycle places them after it, so its place among the jobs that can start "
+                  "(its queue_position) is `order` less these; 0 for a job that can never run.")
     reason_code = serializers.CharField(
         allow_null=True,
         help_text="Of a job that can never run as asked, the engine's reason as the last cycle stored it (its "

@@ -11,6 +11,7 @@ from controlplane.cli.client import Api
 from controlplane.services.eta_text import dependency_eta
 from controlplane.services.percent_text import percent
 from controlplane.services.queue_rank_text import rank_in_line
+from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted
 
 
@@ -75,18 +76,20 @@ def eta_told_text(job: dict[str, Any]) -> str:
 
 
 def order_text(api: Api, job_id: int, *, can_run: bool = True) -> str:
-    """A job in line: its priority, its team's share and its place in the next cycle's order,
-    as `qm sprio` says them, and of a job that can never run as asked (`can_run` False) that
-    the place is by priority alone, as its page says (services/queue_rank_text.py); "" for a
-    job not in line."""
+    """A job in line: its priority, its team's dominant share, its runtime limit (among equals the
+    shorter goes first) and its place in the next cycle's order, in its page's words (until 7 Dec
+    "share", and no limit); of a job that can never run as asked (`can_run` False) that the place
+    is by priority alone, and of one behind such jobs its place among those that can start, as its
+    page says (services/queue_rank_text.py); "" for a job not in line."""
     body = api.request("GET", "jobs/priority/", params={"job": str(job_id)})
     if not body["jobs"]:
         return ""
     r = body["jobs"][0]
     aged = f" + {r['aging_points']:g} for waiting" if r["aging_points"] else ""
+    limit = f"runtime limit {span_words(r['runtime_limit_s'])}" if r["runtime_limit_s"] else "no runtime limit"
+    rank = rank_in_line(r["order"], body["in_line"], can_run=can_run, never_ahead=r.get("never_ahead", 0))
     return (f"{r['effective_priority']:g} (class {r['priority_class']} {r['class_value']:g}{aged}); team "
-            f"{r['team']}'s share {r['team_share']:.3f}; {rank_in_line(r['order'], body['in_line'], can_run=can_run)} "
-            "(qm sprio)")
+            f"{r['team']}'s dominant share {r['team_share']:.3f}; {limit}; {rank} (qm sprio)")
 
 
 def eta_record_text(e: dict[str, Any]) -> str:

@@ -60,7 +60,7 @@ def test_explain_says_where_a_job_in_line_stands_and_why(alice_qm, fleet) -> Non
                      pending_code="InsufficientGpus")
     explained = alice_qm("explain", str(old.pk)).out
     assert re.search(rf"^  priority:\s+{fleet.research.value + 2} \(class research {fleet.research.value} \+ 2 for "
-                     r"waiting\); team ml's share 0\.000; 2 of 2 in line for the next cycle \(qm sprio\)$",
+                     r"waiting\); team ml's dominant share 0\.000; runtime limit 1 h; 2 of 2 in line for the next cycle \(qm sprio\)$",
                      explained, re.M), explained
     held = f.make_job(fleet.ml, fleet.research, name="held", gpus=8, hold="user", pending_code="Held")
     assert "priority:" not in alice_qm("explain", str(held.pk)).out  # not in line
