@@ -57,6 +57,17 @@ def human_duration(seconds: float | None) -> str:
     return "".join(parts[:2])
 
 
+def human_distance(seconds: float) -> str:
+    """How far off an ETA is, as the job and jobs pages say it: to the nearest second under a
+    minute, the nearest minute under a day, the nearest hour after (`10m` of 9 min 51 s, where the
+    page says "in 10 min"; `human_duration`, which cuts, said `9m`). Elapsed times keep cutting, as
+    Slurm's do."""
+    if seconds < 59.5:
+        return human_duration(round(seconds))
+    step = 60 if seconds < 86400 - 30 else 3600
+    return human_duration(round(seconds / step) * step)
+
+
 def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None

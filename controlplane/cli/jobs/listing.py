@@ -57,7 +57,7 @@ def _start_cell(job: dict[str, Any]) -> str:
     if eta is None:
         return "-"
     ahead = (eta - datetime.now(timezone.utc)).total_seconds()
-    return f"in {output.human_duration(ahead)}" if ahead > 0 else "passed"
+    return f"in {output.human_distance(ahead)}" if ahead > 0 else "passed"
 
 
 def position_cell(job: dict[str, Any]) -> int | str | None:

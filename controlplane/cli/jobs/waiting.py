@@ -43,8 +43,8 @@ def eta_text(value: str | None, *, relative: bool) -> str:
         return output.utc_text(value)
     ahead = (eta - datetime.now(timezone.utc)).total_seconds()
     if ahead > 0:
-        return f"{output.utc_text(value)} (in {output.human_duration(ahead)})" if relative else output.utc_text(value)
-    return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
+        return f"{output.utc_text(value)} (in {output.human_distance(ahead)})" if relative else output.utc_text(value)
+    return f"was {output.utc_text(value)}, passed {output.human_distance(-ahead)} ago: no scheduling cycle has run since"
 
 
 def latest_start_text(state: str, eta: str | None, resolvable: bool, *, relative: bool, code: str | None = None,
