@@ -92,6 +92,16 @@ def age(value: str | None, now: datetime | None = None) -> str:
     return human_duration(((now or datetime.now(timezone.utc)) - when).total_seconds())
 
 
+def ago(value: str | None) -> str:
+    """How long ago a time was, as the job page says it beside the time ("18 min ago", of
+    17 min 40 s): to the nearest minute (`human_distance`), where `age`, a table's elapsed
+    column, cuts; "-" for none."""
+    when = parse_time(value)
+    if when is None:
+        return "-"
+    return human_distance(max(0.0, (datetime.now(timezone.utc) - when).total_seconds()))
+
+
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 

@@ -114,7 +114,7 @@ def _progress_fields(job: dict[str, Any]) -> list[_Field]:
                 else "none reported yet" if running else "none reported")
     saved = job.get("last_checkpoint_at")
     return [("progress", progress),
-            ("last checkpoint", f"{output.utc_text(saved)} ({output.age(saved)} ago)" if saved else "none reported")]
+            ("last checkpoint", f"{output.utc_text(saved)} ({output.ago(saved)} ago)" if saved else "none reported")]
 
 
 def _preemption_fields(api: Api, job: dict[str, Any], stopping: str) -> list[_Field]:

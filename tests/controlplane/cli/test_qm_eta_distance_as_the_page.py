@@ -38,3 +38,14 @@ def test_qm_list_and_explain_say_the_minutes_the_page_says(alice_qm, fleet) -> N
     row = next(line for line in listed.splitlines() if re.match(rf"^\s*{job.pk}\s", line))
     assert " in 10m " in row, listed
     assert re.search(r"^  latest start:\s+\S+ \S+ UTC \(in 10m\)$", alice_qm("explain", str(job.pk)).out, re.M)
+
+
+@pytest.mark.slow
+def test_qm_status_says_how_long_ago_the_last_checkpoint_was_as_the_page(alice_qm, fleet) -> None:
+    """`qm status` said "(17m ago)" of a checkpoint 17 min 40 s old, its page "18 min ago"."""
+    now = timezone.now()
+    job = f.make_job(fleet.ml, name="saved", state="running", started_at=now - timedelta(hours=1),
+                     last_checkpoint_at=now - timedelta(minutes=17, seconds=40), steps=10)
+
+    assert re.search(r"^last checkpoint:\s+\S+ \S+ UTC \(18m ago\)$", alice_qm("status", str(job.pk)).out, re.M)
+    assert duration(timedelta(minutes=17, seconds=40)) == "18 min"  # the page's words of it
