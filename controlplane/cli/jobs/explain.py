@@ -32,7 +32,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     output.note(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
         start = latest_start_text(e["state"], e["eta"], e["resolvable"], relative=True, code=e["reason_code"],
-                                  would_start_if=e["would_start_if"])
+                                  would_start_if=e["would_start_if"], held=e["reason_code"] == "Held")
         output.fields([
             ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"], e["would_start_if"])),

@@ -87,7 +87,8 @@ def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_
                                          job.get("pending_would_start_if") or "")),
         ("latest start", latest_start_text(job["state"], job["eta"], job.get("pending_resolvable", True),
                                            relative=False, code=job.get("pending_code"),
-                                           would_start_if=job.get("pending_would_start_if") or "")),
+                                           would_start_if=job.get("pending_would_start_if") or "",
+                                           held=bool(job.get("hold")))),
         *([("eta told", told)] if (told := eta_told_text(job)) else []),
         *([("running", running)] if running else []),
         # a running elastic job below its maximum that the last cycle did not grow: why not

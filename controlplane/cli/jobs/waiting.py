@@ -48,14 +48,17 @@ def eta_text(value: str | None, *, relative: bool) -> str:
 
 
 def latest_start_text(state: str, eta: str | None, resolvable: bool, *, relative: bool, code: str | None = None,
-                      would_start_if: str = "") -> str:
+                      would_start_if: str = "", held: bool = False) -> str:
     """When a job is expected to start at the latest, as `qm explain` and `qm status` both say
     it: none for a job that can never run as asked (waiting, or ended unschedulable), its ETA,
     none until what puts it in line for one waiting for a dependency (`code`, `would_start_if`:
     the engine gives it no ETA, as the job page says: services/eta_text.py), "unknown" for a
     waiting job not yet estimated, "-" for one past waiting. They said "unknown" and "-" of one
     job that could never run, as if its start were still to be estimated, and "unknown" of one
-    waiting for a dependency until 7 Dec."""
+    waiting for a dependency until 7 Dec; a `held` job, out of the queue, none while it is held,
+    as its page says (it said "unknown", as of one a cycle has yet to estimate, until 7 Dec)."""
+    if state == "pending" and held:
+        return "none while it is held"
     if state == "unschedulable" or (state == "pending" and not resolvable):
         return "none: it can never run as asked"
     if eta:

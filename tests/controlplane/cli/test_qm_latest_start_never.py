@@ -63,3 +63,16 @@ def test_a_job_waiting_for_a_dependency_says_after_what_in_both(alice_qm, fleet)
 
 
 DEPENDENCY = "none until job 412 succeeds: it is not in line before then, so no start is estimated"
+
+
+def test_a_held_job_has_none_while_it_is_held_in_both_as_its_page(alice_qm, fleet) -> None:
+    """A held job is out of the queue, so no cycle estimates it: its page says "none while it is
+    held". `qm explain` and `qm status` said "unknown" (the researcher audit, 7 Dec), as of a job a
+    cycle has yet to estimate."""
+    job = f.make_job(fleet.ml, pending_code="Held", hold="user", hold_reason="new data", queue_position=7)
+
+    explained = alice_qm("explain", str(job.pk)).out
+    status = alice_qm("status", str(job.pk)).out
+
+    assert re.search(r"^  latest start:\s+none while it is held$", explained, re.M), explained
+    assert re.search(r"^latest start:\s+none while it is held$", status, re.M), status
