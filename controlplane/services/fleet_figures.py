@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
@@ -94,7 +94,15 @@ class PoolFragmentation:
     waiting_whole_node_jobs: int = 0
     node_size: int = 0
     gpu_memory_gb: int = 0
-    _partial_free: int = 0
+
+
+class _NodeKind(NamedTuple):
+    """What decides whether a waiting job can use a node (the engine's node class, as far as
+    fragmentation needs it): its GPU type, their memory, and how many."""
+
+    gpu_type: str
+    gpu_memory_gb: int
+    gpus: int
 
 
 @dataclass
@@ -172,13 +180,24 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
        counted only while a pending job that needs whole nodes of that pool waits. Free here is
        idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
        reservation count, as the cycle's stranded GPUs and largest free block count them
-       (scheduler_core/fleet.py; docs/dashboards.md). That job's GPUs per
-       node (or its size, when it leaves that to the scheduler) reach the pool's node size, and
-       it accepts the pool's GPU type and memory.
+       (scheduler_core/fleet.py; docs/dashboards.md). Node by node, as the cycle counts them
+       (by node class, not by pool: a pool may hold nodes of several GPU types and sizes): a
+       job needs whole nodes when its GPUs per node (or its size, when it leaves that to the
+       scheduler) reach the GPUs of a node it accepts (GPU type and memory), and then strands
+       the idle GPUs of every partly used node it accepts that is at least that size (or the
+       largest it accepts). Until 7 Dec the pool's first node's type, memory and the pool's
+       largest node stood for all its nodes, and a pool of two GPU types stranded other GPUs
+       live than in the cycle's figures.
     """
     pools: dict[str, PoolFragmentation] = {}
+    # The kinds of node (GPU type, memory, GPUs) each pool holds, and per kind the idle GPUs of
+    # its partly used nodes that take work: what a job waiting for whole nodes of that kind strands.
+    kinds: dict[str, set[_NodeKind]] = defaultdict(set)
+    partial_free: dict[tuple[str, _NodeKind], int] = defaultdict(int)
     for node in nodes:
         pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type, gpu_memory_gb=node.gpu_memory_gb))
+        kind = _NodeKind(node.gpu_type, node.gpu_memory_gb, node.gpus)
+        kinds[node.pool].add(kind)
         used = min(node.used, node.gpus)
         free = node.gpus - used
         pool.nodes += 1
@@ -194,10 +213,10 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
             pool.whole_free_nodes += 1
         elif free > 0:
             pool.partially_used_nodes += 1
-            pool._partial_free += free
+            partial_free[(node.pool, kind)] += free
 
     if pools:
-        smallest = min(p.node_size for p in pools.values())
+        smallest = min(k.gpus for pool_kinds in kinds.values() for k in pool_kinds)
         # Only jobs in line, as the engine counts them (scheduler_core/eligibility.py): a held
         # job or one waiting for a dependency takes no place in the queue and strands nothing;
         # nor does one the last cycle found can never run (`pending_resolvable`). Jobs without
@@ -213,19 +232,28 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
         if linked:
             blocked = dependencies.waits([row["id"] for row in linked])
             big_jobs += [{**row, "n": 1} for row in linked if row["id"] not in blocked]
+        every_kind = {k for pool_kinds in kinds.values() for k in pool_kinds}
         waiting: dict[str, int] = defaultdict(int)
+        wanted: set[_NodeKind] = set()
         for row in big_jobs:
             per_node = row["gpus_per_node"] or row["gpus"]
-            for pool in pools.values():
-                types = row["gpu_types"] or []
-                if per_node < pool.node_size or (types and pool.gpu_type not in types):
-                    continue
-                if row["min_gpu_memory_gb"] > pool.gpu_memory_gb:
-                    continue
-                waiting[pool.pool] += row["n"]
+            types = row["gpu_types"] or []
+            accepted = {k for k in every_kind
+                        if (not types or k.gpu_type in types) and k.gpu_memory_gb >= row["min_gpu_memory_gb"]}
+            if not any(per_node >= k.gpus for k in accepted):
+                continue  # every node it accepts has room beside it: it needs no whole node
+            # the nodes a member of it fits on (a job larger than any node it accepts is split
+            # across the largest)
+            fits = min(per_node, max(k.gpus for k in accepted))
+            uses = {k for k in accepted if k.gpus >= fits}
+            wanted |= uses
+            for name, pool_kinds in kinds.items():
+                if pool_kinds & uses:
+                    waiting[name] += row["n"]
         for pool in pools.values():
             pool.waiting_whole_node_jobs = waiting.get(pool.pool, 0)
-            pool.stranded_gpus = pool._partial_free if pool.waiting_whole_node_jobs else 0
+            pool.stranded_gpus = sum(free for (name, kind), free in partial_free.items()
+                                     if name == pool.pool and kind in wanted)
     return [pools[name] for name in sorted(pools)]
 
 
