@@ -25,6 +25,15 @@ from frontend.templatetags.qm import duration, state_badge, until, utc
 _ID = 987654321
 _RETIRE = (" It leaves the fleet for good: no work, no capacity, its agent refused, until an admin"
            " returns it to service.")
+
+
+def action_question(verb: str, name: str) -> str:
+    """What an admin's node button asks before it acts, on the Nodes page and on the node's own
+    page alike (unescaped): retiring and returning say what follows. Until 7 Dec the node's page
+    asked only "Retire a100-04?"."""
+    if verb == "return":
+        return f"Return {name} to service? It is down until its agent registers, then cordoned."
+    return f"{verb[:1].upper()}{verb[1:]} {name}?{_RETIRE if verb == 'retire' else ''}"
 _REASON = ' data-body-from="node-action-reason" data-body-field="reason" data-body-clear'
 #: What Django's reverse leaves unquoted in a path (RFC 3986's sub-delims and "/~:@").
 _URL_SAFE = "!$&'()*+,;=/~:@"
@@ -70,9 +79,8 @@ def _actions_cell(r: dict[str, Any], name: str) -> str:
     buttons = ""
     for verb, url in r["actions"]:
         extra = _REASON if verb in ("cordon", "drain") else ""
-        warn = _RETIRE if verb == "retire" else ""
         buttons += (f'<button type="button" data-api-post="{escape(url)}" data-node-action="{verb}"{extra}'
-                    f' data-done="{name}: {verb} done." data-confirm="{verb[:1].upper()}{verb[1:]} {name}?{warn}">'
+                    f' data-done="{escape(name)}: {verb} done." data-confirm="{escape(action_question(verb, name))}">'
                     f"{verb}</button> ")
     return f'<td class="actions">{buttons or _NO_ACTIONS}</td>'
 
@@ -95,6 +103,6 @@ def rows_html(rows: list[dict[str, Any]], is_admin: bool) -> SafeString:
             f"\n        <td class=\"wide-only\">{escape(r['tier'])}</td>"
             f'\n        <td class="node-state">{_state_cell(r, badges)}</td>'
             f"\n        <td>{beat}</td>"
-            f"\n        {_actions_cell(r, name) if is_admin else ''}"
+            f"\n        {_actions_cell(r, node.name) if is_admin else ''}"
             "\n      </tr>")
     return mark_safe("".join(out))  # noqa: S308 -- every value above escaped

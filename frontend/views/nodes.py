@@ -78,7 +78,8 @@ def retired_payload(nodes: list[dict[str, Any]], is_admin: bool) -> dict[str, An
     retirement first: out of the fleet, listed apart."""
     retired = sorted((n for n in nodes if n["state"] == NodeState.RETIRED),
                      key=lambda n: (-(n["retired_at"].timestamp() if n["retired_at"] else 0), n["name"]))
-    rows = [{**n, "actions": [("return", reverse("v1:node-return", args=[n["id"]]))] if is_admin else []}
+    rows = [{**n, "actions": [("return", reverse("v1:node-return", args=[n["id"]]), node_rows.action_question("return", n["name"]))]
+             if is_admin else []}
             for n in retired]
     return {"retired": rows, "retired_gpus": sum(n["gpu_count"] for n in rows)}
 
@@ -349,7 +350,7 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
         "lease_expired": node.agent_lease_expires_at is not None and node.agent_lease_expires_at <= now,
         "is_admin": who.is_admin,
         "returns_as": returns_as(node.state, node.unschedulable),
-        "actions": [(verb, reverse(f"v1:node-{verb}", args=[node.pk]))
+        "actions": [(verb, reverse(f"v1:node-{verb}", args=[node.pk]), node_rows.action_question(verb, node.name))
                     for verb in node_actions(node.state, node.unschedulable)] if who.is_admin else [],
         "charts": [placement],
     }
