@@ -1169,9 +1169,13 @@ class MaintenanceWindowForm(forms.ModelForm):
         self.given: dict[str, Any] = {}
 
     def clean(self) -> dict[str, Any]:
+        """The service's checks, each refusal on its field, also beside another field's error (a
+        node retired while the form was open): until 7 Dec they waited for every field to be right,
+        and an end before the start was said only by the database's constraint, in its words
+        ("Constraint “maintenance_window_ends_after_start” is violated."). A field already refused
+        keeps its own error alone."""
         data = super().clean()
-        if self.errors:
-            return data
+        already = set(self.errors)
         names = [n.name for n in data.get("nodes") or []]
         pool = (data.get("pool") or "").strip() or None
         try:
@@ -1192,7 +1196,8 @@ class MaintenanceWindowForm(forms.ModelForm):
         except maintenance.Refused as refused:
             self._log_refused(refused)
             for field, message in refused.errors.items():
-                self.add_error(field if field in self.fields else None, message)
+                if field not in already:
+                    self.add_error(field if field in self.fields else None, message)
         except maintenance.Conflicted as conflict:
             self._log_refused(conflict)
             raise forms.ValidationError(str(conflict)) from None

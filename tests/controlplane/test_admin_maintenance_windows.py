@@ -102,3 +102,23 @@ def test_the_admin_form_refuses_a_past_start_and_an_overlap_on_their_fields(brow
             in over.context["adminform"].form.errors["nodes"][0])
     assert MaintenanceWindow.objects.count() == 1
     assert Event.objects.filter(reason="MaintenanceWindowCreated").count() == 1
+
+
+def test_times_the_wrong_way_round_are_said_on_their_field_beside_another_fields_error(
+        browser: Client, fleet: Fleet) -> None:
+    """A node retired while the form was open (no longer a choice) and an end before the start:
+    until 7 Dec the times were checked only when every other field was right, so the admin read the
+    database's words, "Constraint “maintenance_window_ends_after_start” is violated.", above the form."""
+    start = timezone.now() + timedelta(hours=2)
+    node = Node.objects.get(name="h100-1")
+    Node.objects.filter(pk=node.pk).update(state="retired", retired_at=timezone.now())
+    r = browser.post(f"{URL}add/", {"nodes": [node.pk], "reason": "fw", **_when("start_at", start),
+                                    **_when("end_at", start - timedelta(hours=1)), "_save": "Save"})
+
+    assert r.status_code == 200
+    form = r.context["adminform"].form
+    assert "nodes" in form.errors and "not one of the available choices" in form.errors["nodes"][0]
+    assert "a window ends after it begins" in form.errors["end_at"][0]
+    assert form.non_field_errors() == []
+    assert "Constraint" not in r.content.decode()
+    assert not MaintenanceWindow.objects.exists()
