@@ -93,7 +93,6 @@ class PoolFragmentation:
     stranded_gpus: int = 0
     waiting_whole_node_jobs: int = 0
     node_size: int = 0
-    gpu_memory_gb: int = 0
 
 
 class _NodeKind(NamedTuple):
@@ -195,7 +194,7 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
     kinds: dict[str, set[_NodeKind]] = defaultdict(set)
     partial_free: dict[tuple[str, _NodeKind], int] = defaultdict(int)
     for node in nodes:
-        pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type, gpu_memory_gb=node.gpu_memory_gb))
+        pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type))
         kind = _NodeKind(node.gpu_type, node.gpu_memory_gb, node.gpus)
         kinds[node.pool].add(kind)
         used = min(node.used, node.gpus)
@@ -215,6 +214,10 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
             pool.partially_used_nodes += 1
             partial_free[(node.pool, kind)] += free
 
+    for name, pool in pools.items():
+        # A pool of several GPU types names them all (the API's and qm sinfo's GPU type): it named
+        # its first node's alone.
+        pool.gpu_type = ", ".join(sorted({k.gpu_type for k in kinds[name]}))
     if pools:
         smallest = min(k.gpus for pool_kinds in kinds.values() for k in pool_kinds)
         # Only jobs in line, as the engine counts them (scheduler_core/eligibility.py): a held

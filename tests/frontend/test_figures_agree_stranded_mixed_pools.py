@@ -48,3 +48,13 @@ def test_a_pool_of_two_gpu_types_strands_what_the_cycle_counts(case: str, submit
     # (pool a100 is left with cordoned nodes only: the cycle names no block for it, the live figure 0)
     live_blocks = {p.pool: p.largest_free_block for p in live.pools if p.pool in sample.largest_free_block_by_pool}
     assert live_blocks == sample.largest_free_block_by_pool
+
+
+def test_a_pool_of_two_gpu_types_names_both(client_for: Any) -> None:
+    """metrics/fragmentation/ (and qm sinfo's GPU TYPE, read from it) named the pool's first
+    node's type alone: pool h100 with a100-01 moved into it read "A100-40GB", its eight H100
+    nodes unsaid."""
+    Node.objects.filter(name="a100-01").update(pool="h100")
+    pools = {p["pool"]: p for p in client_for("admin").get("/api/v1/metrics/fragmentation/").json()["pools"]}
+    assert pools["h100"]["gpu_type"] == "A100-40GB, H100-80GB"
+    assert pools["a100"]["gpu_type"] == "A100-40GB"
