@@ -1,7 +1,7 @@
 """Showback and utilization over the API.
 
-    GET /api/v1/showback/?window=7d&group_by=team|project|job|priority_class[&format=csv]
-    GET /api/v1/showback/?month=2026-11[&group_by=team][&format=csv]     the monthly report
+    GET /api/v1/showback/?window=7d&group_by=team|project|job|priority_class[&format=csv|xlsx]
+    GET /api/v1/showback/?month=2026-11[&group_by=team][&format=csv|xlsx]     the monthly report
     GET /api/v1/metrics/utilization/?window=24h[&team=ml][&bucket=minute|hour|day]
 
 Roles (services/access.py): finance and admins read every team and the fleet's `__idle__`;
@@ -21,7 +21,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import exceptions, serializers
 from rest_framework.fields import DateTimeField
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.renderers import BaseRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -30,7 +30,7 @@ from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.api.serializers.fields import NamedChoiceField, WholeNumberField
 from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.models import Team
-from controlplane.services import accounting, showback, utilization_series
+from controlplane.services import accounting, excel_workbook, showback, utilization_series
 from controlplane.services.access import access_of, visible_teams
 
 #: Times as the rest of the API writes them (DRF's ISO 8601, UTC as "Z").
@@ -51,6 +51,29 @@ class CsvRenderer(BaseRenderer):
         return f"error\n\"{str(detail).replace(chr(34), chr(39))}\"\n".encode()
 
 
+class XlsxRenderer(BaseRenderer):
+    """`?format=xlsx`: the view hands over the finished workbook (services/excel_workbook.py).
+    An error is answered in JSON (`errors_in_json`): a workbook is no place for one sentence."""
+
+    media_type = excel_workbook.CONTENT_TYPE
+    format = "xlsx"
+    charset = None
+    render_style = "binary"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if not isinstance(data, bytes):
+            raise TypeError("a workbook is rendered from its finished bytes; errors are JSON")
+        return data
+
+
+def errors_in_json(request: Request, response: Any) -> None:
+    """An error asked for as a workbook (`?format=xlsx&month=2026-13`) is the API's JSON, with
+    its Content-Type: a 400 saved as `.xlsx` would be a file Excel cannot open."""
+    if getattr(response, "exception", False) and isinstance(getattr(request, "accepted_renderer", None), XlsxRenderer):
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = "application/json"
+
+
 class FormatNegotiation(DefaultContentNegotiation):
     """An unknown `?format=` is bad input (400 naming the field), not a missing page (404)."""
 
@@ -59,7 +82,7 @@ class FormatNegotiation(DefaultContentNegotiation):
             return super().select_renderer(request, renderers, format_suffix)
         except Http404:
             wanted = request.query_params.get("format", "")
-            raise exceptions.ValidationError({"format": [f"'{wanted}' is not a format here: use json or csv."]}) from None
+            raise exceptions.ValidationError({"format": [f"'{wanted}' is not a format here: use json, csv or xlsx."]}) from None
 
 
 def _query_error(error: showback.AccountingQueryError) -> exceptions.ValidationError:
@@ -167,21 +190,28 @@ SHOWBACK_RESPONSE = inline_serializer(
 class ShowbackView(ApiMixin, APIView):
     """Cost and the three utilization tiers per team, project, job or priority class, shaped like
     OpenCost's allocation API (`__idle__` is capacity no job held). `format=csv` gives finance
-    the CSV with a final TOTAL row; `month=YYYY-MM` is the monthly report."""
+    the CSV with a final TOTAL row, `format=xlsx` the same rows as an Excel workbook;
+    `month=YYYY-MM` is the monthly report."""
 
     query_parameters = None  # checked by _refuse_unknown against its query serializer
 
-    renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer]
+    renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer, XlsxRenderer]
     content_negotiation_class = FormatNegotiation
 
     @extend_schema(
         parameters=[
             ShowbackQuery,
-            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], required=False,
-                             description="csv: finance's CSV with a TOTAL row."),
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv", "xlsx"], required=False,
+                             description="csv: finance's CSV with a TOTAL row; xlsx: the same rows as an Excel "
+                             "workbook, each cell typed (names text, money numbers in dollars and cents)."),
         ],
-        responses={(200, "application/json"): SHOWBACK_RESPONSE, (200, "text/csv"): OpenApiTypes.STR},
+        responses={(200, "application/json"): SHOWBACK_RESPONSE, (200, "text/csv"): OpenApiTypes.STR,
+                   (200, excel_workbook.CONTENT_TYPE): OpenApiTypes.BINARY},
     )
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        errors_in_json(request, response)
+        return super().finalize_response(request, response, *args, **kwargs)
+
     def get(self, request: Request) -> Any:
         _refuse_unknown(request, ShowbackQuery, "format")
         query = ShowbackQuery(data=request.query_params)
@@ -201,7 +231,12 @@ class ShowbackView(ApiMixin, APIView):
         if request.accepted_renderer.format == "csv":
             return HttpResponse(
                 showback.showback_csv(report), content_type="text/csv; charset=utf-8",
-                headers={"Content-Disposition": f'attachment; filename="{showback.csv_filename(report)}"'},
+                headers={"Content-Disposition": f'attachment; filename="{showback.download_filename(report)}"'},
+            )
+        if request.accepted_renderer.format == "xlsx":
+            return HttpResponse(
+                showback.showback_xlsx(report, now), content_type=excel_workbook.CONTENT_TYPE,
+                headers={"Content-Disposition": f'attachment; filename="{showback.download_filename(report, "xlsx")}"'},
             )
         return Response(showback.showback_json(report))
 

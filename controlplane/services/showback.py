@@ -7,7 +7,8 @@
     finance and admins) the capacity no job held, idle guarantees per GPU type and GPU time
     no rate priced;
   - its presentation: cents and tokens apportioned so the rows add up to TOTAL
-    (`presented_money`, `presented_tokens`), finance's CSV (`showback_csv`, `csv_filename`) and
+    (`presented_money`, `presented_tokens`), finance's table (`showback_table`), written as CSV (`showback_csv`) and as an Excel workbook
+    (`showback_xlsx`), named by `download_filename`, and
     OpenCost's allocation JSON (`showback_json`).
 
 It only reads: services/accounting.py writes the rollups (docs/accounting.md defines every
@@ -55,7 +56,19 @@ from controlplane.services.accounting import (
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from controlplane.services.showback_names import IDLE, TOTAL, UNALLOCATED, project_key
-from controlplane.services.spreadsheet_cells import text_cell
+from controlplane.services.spreadsheet_cells import (
+    HOURS_4,
+    SHARE_4,
+    USD,
+    USD_4,
+    USD_6,
+    USD_12,
+    WHOLE,
+    Cell,
+    Figure,
+    csv_text,
+    figure,
+)
 from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
 from controlplane.services.whole_numbers import is_whole_number, whole_number
 
@@ -1163,48 +1176,49 @@ def cost_over_time(report: Showback, exact: dict[str, dict[datetime, Decimal]]) 
     return out
 
 
-def showback_csv(report: Showback) -> str:
-    """Finance's CSV: one row per group, `__idle__` for fleet readers, and a final TOTAL row whose
-    money and token columns equal the sums of the rows above (money to the cent). It carries
-    every figure the /showback/ page shows."""
-    import csv
-    import io
-
+def showback_table(report: Showback) -> tuple[list[str], list[list[Cell]]]:
+    """Finance's table, the header and its rows: one row per group, `__idle__` for fleet
+    readers, and a final TOTAL row whose money and token columns equal the sums of the rows above
+    (money to the cent). It carries every figure the /showback/ page shows. The CSV
+    (`showback_csv`) and the workbook (`showback_xlsx`) are both written from these rows."""
     money = presented_money(report)
     tokens = presented_tokens(report)
     fleet = report.idle is not None
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
     by_job, by_project = report.group_by == "job", report.group_by == "project"
-    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()),
-                     *(PROJECT_CSV_COLUMNS if by_project else ()), *PERIOD_CSV_COLUMNS, *KIND_CSV_COLUMNS])
+    header = [report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()),
+              *(PROJECT_CSV_COLUMNS if by_project else ()), *PERIOD_CSV_COLUMNS, *KIND_CSV_COLUMNS]
     period = (iso(report.start), iso(report.end))
 
     gpu_hours = presented_gpu_hours(report)
 
-    def row(entry: ShowbackEntry, reserved: Decimal | None, fleet_row: bool) -> list[str]:
+    def row(entry: ShowbackEntry, reserved: Decimal | None, fleet_row: bool) -> list[Cell]:
         # Fixed places per column: hours 4, cents 2, $/GPU-hour 4, $/token 12, $/1M tokens 6, tokens 0.
         # GPU-hours are `presented_gpu_hours`', which add up to TOTAL as the cents do.
         m = money[entry.key]
         h = gpu_hours[entry.key]
 
-        def hours(column: str) -> str:
-            return _fmt(h[column], _HOURS_Q)
+        def hours(column: str) -> Figure | None:
+            return figure(_fmt(h[column], _HOURS_Q), HOURS_4)
+
+        def usd(value: Decimal | None, quantum: Decimal = CENT, number_format: str = USD) -> Figure | None:
+            return figure(_fmt(value, quantum), number_format)
 
         per_token = entry.usd_per_useful_token
-        # Names as text a spreadsheet shows (`text_cell`): a job's name is anyone's free text.
+        # Names are `str` cells: text a spreadsheet shows, never a formula (spreadsheet_cells);
+        # a job's name is anyone's free text.
         return [
-            text_cell(entry.name), hours("allocated"), hours("active"),
-            hours("productive"), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
-            _fmt(per_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
-            _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
-            str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
-            hours("lost"), hours("idle") if fleet_row else "",
-            _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
-            hours("borrowed") if shows_idle_reserved(report) and entry.kind != "idle" else "",
-            *((text_cell(str(entry.properties.get("job", ""))), text_cell(str(entry.properties.get("team", ""))),
-               text_cell(str(entry.properties.get("project", "")))) if by_job else ()),
-            *((text_cell(str(entry.properties.get("team", ""))), text_cell(_project_name(entry))) if by_project else ()),
+            entry.name, hours("allocated"), hours("active"),
+            hours("productive"), usd(m["cost_usd"]), usd(entry.usd_per_gpu_hour, _RATE_Q, USD_4),
+            usd(per_token, _TOKEN_RATE_Q, USD_12), usd(reserved),
+            usd(m["preemption_waste_usd"]), usd(entry.usd_per_productive_gpu_hour, _RATE_Q, USD_4),
+            Figure(str(tokens[entry.key]), WHOLE),
+            usd(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q, USD_6),
+            hours("lost"), hours("idle") if fleet_row else None,
+            usd(m["cost_without_tokens_usd"]), figure(_fmt(entry.share_without_tokens, _SHARE_Q), SHARE_4),
+            hours("borrowed") if shows_idle_reserved(report) and entry.kind != "idle" else None,
+            *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
+               str(entry.properties.get("project", ""))) if by_job else ()),
+            *((str(entry.properties.get("team", "")), _project_name(entry)) if by_project else ()),
             *period, entry.kind,
         ]
 
@@ -1212,13 +1226,54 @@ def showback_csv(report: Showback) -> str:
     def order(e: ShowbackEntry) -> tuple[int, int, str]:
         return (0, int(e.name), "") if by_job and e.name.isascii() and e.name.isdigit() else (1, 0, e.name)
 
+    rows = []
     for entry in sorted(report.entries, key=order):
         reserved = money[entry.key]["idle_reserved_usd"] if shows_idle_reserved(report) else None
-        writer.writerow(row(entry, reserved, fleet))
+        rows.append(row(entry, reserved, fleet))
     if report.idle is not None:
-        writer.writerow(row(report.idle, None, True))
-    writer.writerow(row(report.total, money[TOTAL].get("idle_reserved_usd"), fleet))
+        rows.append(row(report.idle, None, True))
+    rows.append(row(report.total, money[TOTAL].get("idle_reserved_usd"), fleet))
+    return header, rows
+
+
+def showback_csv(report: Showback) -> str:
+    """Finance's CSV: `showback_table`'s header and rows, each cell as `csv_text` writes it."""
+    import csv
+    import io
+
+    header, rows = showback_table(report)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([csv_text(cell) for cell in row] for row in rows)
     return buffer.getvalue()
+
+
+def showback_xlsx(report: Showback, now: datetime) -> bytes:
+    """Finance's workbook: `showback_table`'s rows, the very rows of the CSV, each cell typed
+    (services/excel_workbook.py), and an "About" sheet saying the period, the prices and when
+    it was made."""
+    from controlplane.services.excel_workbook import workbook
+
+    header, rows = showback_table(report)
+    about = [
+        ("Report", f"Showback by {report.group_by.replace('_', ' ')}"),
+        ("Period start (UTC)", iso(report.start)),
+        ("Period end (UTC)", iso(report.end)),
+        ("Window asked", report.window.label),
+        ("Currency", "USD"),
+        ("Prices", "Each GPU-second at the price per GPU-hour of its node's GPU type and capacity tier in force "
+                   "at that instant; money apportioned to the cent so the rows add up to TOTAL, as in the CSV."),
+        ("Rows", "One per group, then __idle__ (capacity no job held, for finance and admins) and TOTAL; "
+                 "row_kind says which is which."),
+        ("Generated (UTC)", iso(now.replace(microsecond=0))),
+    ]
+    if report.unpriced:
+        about.append(("Unpriced GPU time", "Some GPU time in the period had no price for its GPU type and tier "
+                                           "and counts $0.00 (the showback page names it)."))
+    if report.accounting_began is not None:
+        about.append(("Accounting began (UTC)", f"{iso(report.accounting_began)}: nothing before was recorded."))
+    return workbook("Showback", header, rows, about)
 
 
 def _project_name(entry: ShowbackEntry) -> str:
@@ -1250,8 +1305,8 @@ def data_key(entry: ShowbackEntry, group_by: str) -> str:
     return entry.name
 
 
-def csv_filename(report: Showback) -> str:
-    """The CSV's file name, naming the period it covers: a month it covers whole by its name
+def download_filename(report: Showback, extension: str = "csv") -> str:
+    """The CSV's (or the workbook's, `xlsx`) file name, naming the period it covers: a month it covers whole by its name
     (`2026-11`), any other period by the instants the report covers, in UTC (as every row's
     `period_start` and `period_end` do, from 7 Dec), a month still running included: until 7 Dec
     `?month=2026-12` read on the 7th was `showback-team-2026-12.csv`, the whole month's name on
@@ -1262,7 +1317,7 @@ def csv_filename(report: Showback) -> str:
                    and report.end == next_month(report.start))
     if not whole_month:
         label = f"{report.start:%Y-%m-%dT%H%M%SZ}_{report.end:%Y-%m-%dT%H%M%SZ}"
-    return f"showback-{report.group_by}-{label}.csv"
+    return f"showback-{report.group_by}-{label}.{extension}"
 
 
 def showback_json(report: Showback) -> dict[str, Any]:

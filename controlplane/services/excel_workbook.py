@@ -1,0 +1,102 @@
+"""Finance's exports as an Excel workbook (.xlsx, written by openpyxl): the rows of a CSV export
+(showback.showback_table, job_history.history_table) with each cell typed, which a CSV cannot
+say. Excel opening a CSV reads `2026-11` as a date, `1e5` and `3-4` as a number and a date, and
+without a byte-order mark may garble a non-ASCII team name; prefixing such cells would change
+the data. Here a name is a text cell (`t="inlineStr"`) and stays exactly what it is, a name
+starting with `=` included (stored as text, never as a formula), money is a number with a
+currency format and its cents, GPU-hours a number with the CSV's four places.
+
+The first sheet is the table: its header row bold and frozen, with a filter, columns as wide as
+their contents (read from the first rows). The second, "About", says what the file is: the
+report, its period, how it is priced and when it was made."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Sequence
+from itertools import chain, islice
+
+from openpyxl import Workbook
+from openpyxl.cell import WriteOnlyCell
+from openpyxl.styles import Font
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet._write_only import WriteOnlyWorksheet
+
+from controlplane.services.spreadsheet_cells import Cell, Figure
+
+CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+#: Rows read to size the columns: the widest of these decides (a history of 100,000 jobs is
+#: written row by row, not held whole to measure).
+_MEASURED_ROWS = 1000
+_NARROWEST, _WIDEST = 8, 60
+_BOLD = Font(bold=True)
+#: Characters XML 1.0 cannot hold (openpyxl refuses them). Names are refused with them today
+#: (models/names.py), but one stored before, or written around the validation, must not make the
+#: download fail: they are written as Excel writes them, `_x0001_`, and an `_xHHHH_` already in
+#: the text as `_x005F_xHHHH_` (Excel's escape of its own escape), so Excel shows the name as stored.
+_UNWRITABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]|_(?=x[0-9A-Fa-f]{4}_)")
+
+
+def _writable(text: str) -> str:
+    return _UNWRITABLE.sub(lambda m: f"_x{ord(m.group()):04X}_", text)
+
+
+def _cell(sheet: WriteOnlyWorksheet, value: Cell) -> WriteOnlyCell:
+    if isinstance(value, Figure):
+        cell = WriteOnlyCell(sheet, value=value.number)
+        cell.number_format = value.number_format
+        return cell
+    cell = WriteOnlyCell(sheet, value=None if value is None else _writable(value))
+    if value is not None:
+        # openpyxl would store text starting with "=" as a formula, which Excel runs.
+        cell.data_type = "s"
+    return cell
+
+
+def _shown_width(value: Cell) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, Figure):
+        whole = value.text.lstrip("-").split(".")[0]
+        # The thousands separators and a currency sign or a % the format adds.
+        return len(value.text) + len(whole) // 3 + 1
+    return len(value)
+
+
+def workbook(table_title: str, header: Sequence[str], rows: Iterable[Sequence[Cell]],
+             about: Sequence[tuple[str, str]]) -> bytes:
+    """The .xlsx file: `header` and `rows` on the sheet `table_title`, `about`'s (what, said)
+    pairs on the sheet "About"."""
+    book = Workbook(write_only=True)
+    sheet = book.create_sheet(table_title)
+    rows = iter(rows)
+    measured = list(islice(rows, _MEASURED_ROWS))
+    for column, name in enumerate(header, start=1):
+        widest = max([len(name), *(_shown_width(row[column - 1]) for row in measured)])
+        sheet.column_dimensions[get_column_letter(column)].width = min(max(widest + 2, _NARROWEST), _WIDEST)
+    sheet.freeze_panes = "A2"
+    heading = []
+    for name in header:
+        cell = _cell(sheet, name)
+        cell.font = _BOLD
+        heading.append(cell)
+    sheet.append(heading)
+    count = 0
+    for row in chain(measured, rows):
+        sheet.append([_cell(sheet, value) for value in row])
+        count += 1
+    sheet.auto_filter.ref = f"A1:{get_column_letter(len(header))}{count + 1}"
+
+    notes = book.create_sheet("About")
+    notes.column_dimensions["A"].width = max(len(what) for what, _ in about) + 2
+    notes.column_dimensions["B"].width = _WIDEST + 20
+    for what, said in about:
+        label = _cell(notes, what)
+        label.font = _BOLD
+        notes.append([label, _cell(notes, said)])
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
