@@ -120,6 +120,9 @@ def showback(request: HttpRequest) -> HttpResponse:
         "before_accounting_note": before_accounting_note(report),
         "csv_url": "" if empty or report.unrecorded else (
             reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"})),
+        # The same rows as a workbook, each cell typed (a slug Excel would read as a date stays text).
+        "xlsx_url": "" if empty or report.unrecorded else (
+            reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "xlsx"})),
         "json_url": "" if empty else reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
     })
     return render(request, "frontend/showback.html", context)
