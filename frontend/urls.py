@@ -26,6 +26,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
     path("history/", history.history, name="history"),
     path("history.csv", history.history_csv, name="history-csv"),
+    path("history.xlsx", history.history_xlsx, name="history-xlsx"),
     path("teams/", teams.teams, name="teams"),
     path("showback/", showback.showback, name="showback"),
     path("nodes/", nodes.nodes, name="nodes"),

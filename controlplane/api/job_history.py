@@ -1,6 +1,8 @@
 """`GET /api/v1/jobs/history.csv`: the jobs that ended, as CSV with a TOTAL row: the very CSV of
 the `/history/` page's Download link (`services/job_history.history_csv`), for scripts and
-spreadsheets, with a token or a session.
+spreadsheets, with a token or a session. `GET /api/v1/jobs/history.xlsx`: the same rows as an
+Excel workbook, each cell typed (`services/job_history.history_xlsx`), the page's Download for
+Excel.
 
 Its filters are the page's (`JobHistoryFilterSet`: the jobs list's, `state` limited to the ended
 states), a bad value a 400 naming it; its scope the jobs list's (`access.visible_jobs`).
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -19,10 +21,10 @@ from rest_framework.views import APIView
 
 from controlplane.api.filter_backends import filters_refused
 from controlplane.api.permissions import SubmitsJobs
-from controlplane.api.showback import CsvRenderer
+from controlplane.api.showback import CsvRenderer, XlsxRenderer, errors_in_json
 from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.filtersets import JobHistoryFilterSet
-from controlplane.services import access, job_history
+from controlplane.services import access, excel_workbook, job_history
 
 _MANY = {"state"}  # repeatable
 
@@ -56,3 +58,37 @@ class JobHistoryCsvView(ApiMixin, APIView):
                                          content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.csv"'
         return response
+
+
+class JobHistoryXlsxView(ApiMixin, APIView):
+    """The jobs of `jobs/history.csv`, the same rows and TOTAL, as an Excel workbook: names and
+    times text cells (a job named `=…` stays text), GPU-hours and cost numbers equal to the
+    CSV's. A refused filter is the API's JSON 400."""
+
+    permission_classes = [SubmitsJobs]
+    renderer_classes = [*ApiMixin.renderer_classes, XlsxRenderer]
+    query_parameters = frozenset(JobHistoryFilterSet.base_filters) | {"format"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(name, OpenApiTypes.STR, many=name in _MANY, required=False,
+                             description=str(getattr(flt, "extra", {}).get("help_text", "")) or None)
+            for name, flt in sorted(JobHistoryFilterSet.base_filters.items())
+        ] + [OpenApiParameter("format", OpenApiTypes.STR, enum=["xlsx"], required=False,
+                              description="Always a workbook; errors are JSON.")],
+        responses={(200, excel_workbook.CONTENT_TYPE): OpenApiTypes.BINARY},
+    )
+    def get(self, request: Request) -> Any:
+        filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user),
+                                        request=request)
+        if not filterset.is_valid():
+            raise filters_refused(filterset)
+        now = timezone.now()
+        return HttpResponse(
+            job_history.history_xlsx(job_history.ended_jobs(filterset.qs), now), content_type=excel_workbook.CONTENT_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'},
+        )
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        errors_in_json(request, response)
+        return super().finalize_response(request, response, *args, **kwargs)

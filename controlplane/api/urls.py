@@ -84,6 +84,7 @@ v1 = [
     path("jobs/priority/", metrics.JobPriorityView.as_view(), name="job-priority"),
     # Before the router, whose `jobs/<pk>.<format>` would read it as job "history".
     path("jobs/history.csv", job_history.JobHistoryCsvView.as_view(), name="job-history-csv"),
+    path("jobs/history.xlsx", job_history.JobHistoryXlsxView.as_view(), name="job-history-xlsx"),
     path("", include(router.urls)),
 ]
 

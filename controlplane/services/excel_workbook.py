@@ -48,8 +48,8 @@ def _cell(sheet: WriteOnlyWorksheet, value: Cell) -> WriteOnlyCell:
         cell = WriteOnlyCell(sheet, value=value.number)
         cell.number_format = value.number_format
         return cell
-    cell = WriteOnlyCell(sheet, value=None if value is None else _writable(value))
-    if value is not None:
+    cell = WriteOnlyCell(sheet, value=_writable(value) if value else None)
+    if value:
         # openpyxl would store text starting with "=" as a formula, which Excel runs.
         cell.data_type = "s"
     return cell

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -63,7 +63,7 @@ from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollu
 from controlplane.models.usage import RollupBucket
 from controlplane.services import job_costs
 from controlplane.services.history_text import gpus_held_text
-from controlplane.services.spreadsheet_cells import text_cell
+from controlplane.services.spreadsheet_cells import HOURS_4, PLAIN, USD, Cell, Figure, csv_text
 from scheduler_core.sentences import counted
 
 _HOUR_S = Decimal(3600)
@@ -476,25 +476,32 @@ CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code"
 
 
 def csv_cells(row: HistoryRow) -> list[str]:
+    return [csv_text(cell) for cell in history_cells(row)]
+
+
+def history_cells(row: HistoryRow) -> list[Cell]:
     job = row.job
-    return _csv_cells(job.pk, job.name, job.team.name, job.project.name if job.project else "",
-                      job.submitter.get_username() if job.submitter else "", str(job.state), job.exit_code,
-                      job.submitted_at, job.started_at, job.finished_at, row.elapsed_s, job.gpus, row.last_run_gpus,
-                      row.gpu_hours,
-                      row.lost_gpu_hours, row.ran_on, row.cost_usd)
+    return _cells(job.pk, job.name, job.team.name, job.project.name if job.project else "",
+                  job.submitter.get_username() if job.submitter else "", str(job.state), job.exit_code,
+                  job.submitted_at, job.started_at, job.finished_at, row.elapsed_s, job.gpus, row.last_run_gpus,
+                  row.gpu_hours, row.lost_gpu_hours, row.ran_on, row.cost_usd)
 
 
-def _csv_cells(pk: int, name: str, team: str, project: str, user: str, state: str, exit_code: int | None,
-               submitted_at: datetime | None, started_at: datetime | None, finished_at: datetime | None,
-               elapsed_s: int | None, gpus: int, last_run: int | None, gpu_hours: float, lost_gpu_hours: float, ran_on: Sequence[str],
-               cost_usd: Decimal | None) -> list[str]:
-    """A CSV row's cells, each figure as the table's row says it (`HistoryRow`), in full."""
+def _cells(pk: int, name: str, team: str, project: str, user: str, state: str, exit_code: int | None,
+           submitted_at: datetime | None, started_at: datetime | None, finished_at: datetime | None,
+           elapsed_s: int | None, gpus: int, last_run: int | None, gpu_hours: float, lost_gpu_hours: float,
+           ran_on: Sequence[str], cost_usd: Decimal | None) -> list[Cell]:
+    """A row's cells, each figure as the table's row says it (`HistoryRow`), in full: the CSV
+    writes them (`csv_text`), and so does the workbook, typed. Times stay ISO 8601 text in UTC
+    in both: Excel has no time zone, and the text sorts as the times do."""
     return [
-        str(pk), text_cell(name), text_cell(team), text_cell(project), text_cell(user), state,
-        "" if exit_code is None else str(exit_code), _second(submitted_at), _second(started_at), _second(finished_at),
-        "" if elapsed_s is None else str(elapsed_s), clock(elapsed_s), str(gpus), "" if last_run is None else str(last_run),
-        f"{gpu_hours:.4f}", f"{lost_gpu_hours:.4f}", " ".join(ran_on),
-        "" if cost_usd is None else f"{cost_usd:.2f}",
+        Figure(str(pk), PLAIN), name, team, project, user, state,
+        None if exit_code is None else Figure(str(exit_code), PLAIN),
+        _second(submitted_at) or None, _second(started_at) or None, _second(finished_at) or None,
+        None if elapsed_s is None else Figure(str(elapsed_s), PLAIN), clock(elapsed_s) or None,
+        Figure(str(gpus), PLAIN), None if last_run is None else Figure(str(last_run), PLAIN),
+        Figure(f"{gpu_hours:.4f}", HOURS_4), Figure(f"{lost_gpu_hours:.4f}", HOURS_4), " ".join(ran_on),
+        None if cost_usd is None else Figure(f"{cost_usd:.2f}", USD),
     ]
 
 
@@ -511,24 +518,15 @@ def _csv_values(jobs: QuerySet[Job], chunk: Sequence[int]) -> list[tuple[Any, ..
     return [by_id[pk] for pk in chunk if pk in by_id]
 
 
-def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
-    """Every job of `jobs` (an `ended_jobs` set) as CSV, the page's columns and order, then a
-    TOTAL row (the sums of the rows above, as `history_totals` says them; its cost the sum of the
-    jobs' cents): the header, then one string per chunk of jobs. The ids are read first, so a job
+def history_table(jobs: QuerySet[Job], now: datetime) -> Iterator[list[list[Cell]]]:
+    """Every job of `jobs` (an `ended_jobs` set), the page's columns (CSV_COLUMNS) and order,
+    then a TOTAL row (the sums of the rows above, as `history_totals` says them; its cost the
+    sum of the jobs' cents), a list of rows per chunk of jobs. The ids are read first, so a job
     ending meanwhile cannot shift a chunk; then CSV_CHUNK jobs per query, read as values
     (`_csv_values`), with their figures (`history_figures`: one more query) and their costs
-    (job_costs.jobs_costs: one more, remembered or priced). Each
-    row says what `csv_cells` says of the job's `HistoryRow` (the page's row), byte for byte."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-
-    def lines(rows: list[list[str]]) -> str:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerows(rows)
-        return buffer.getvalue()
-
-    yield lines([CSV_COLUMNS])
+    (job_costs.jobs_costs: one more, remembered or priced). Each row says what `history_cells`
+    says of the job's `HistoryRow` (the page's row). The CSV (`history_csv`) and the workbook
+    (`history_xlsx`) are both written from these rows."""
     ids = list(jobs.values_list("pk", flat=True))
     totals = HistoryTotals()
     cost = Decimal("0.00")
@@ -546,10 +544,43 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
             lost_gpu_hours = _lost_hours_of(lost)
             totals.add(state, gpu_hours, lost_gpu_hours)
             cost += costs[pk]
-            rows.append(_csv_cells(pk, name, team, project or "", user or "", state, exit_code, submitted, started,
-                                   finished, _elapsed_seconds(started, finished, state, now), gpus,
-                                   figures.last_run_gpus.get(pk), gpu_hours,
-                                   lost_gpu_hours, sorted(nodes.get(pk, ())), costs[pk]))
-        yield lines(rows)
-    total = ["TOTAL", counted(totals.jobs, "job")] + [""] * (len(CSV_COLUMNS) - 6)
-    yield lines([[*total, f"{totals.gpu_hours:.4f}", f"{totals.lost_gpu_hours:.4f}", "", f"{cost:.2f}"]])
+            rows.append(_cells(pk, name, team, project or "", user or "", state, exit_code, submitted, started,
+                               finished, _elapsed_seconds(started, finished, state, now), gpus,
+                               figures.last_run_gpus.get(pk), gpu_hours,
+                               lost_gpu_hours, sorted(nodes.get(pk, ())), costs[pk]))
+        yield rows
+    total: list[Cell] = ["TOTAL", counted(totals.jobs, "job"), *[None] * (len(CSV_COLUMNS) - 6)]
+    yield [[*total, Figure(f"{totals.gpu_hours:.4f}", HOURS_4), Figure(f"{totals.lost_gpu_hours:.4f}", HOURS_4),
+            None, Figure(f"{cost:.2f}", USD)]]
+
+
+def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
+    """`history_table` as CSV: the header, then one string per chunk of jobs, each cell as
+    `csv_text` writes it."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+
+    def lines(rows: Iterable[list[str]]) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows(rows)
+        return buffer.getvalue()
+
+    yield lines([CSV_COLUMNS])
+    for rows in history_table(jobs, now):
+        yield lines([csv_text(cell) for cell in row] for row in rows)
+
+
+def history_xlsx(jobs: QuerySet[Job], now: datetime) -> bytes:
+    """`history_table` as an Excel workbook (services/excel_workbook.py): the CSV's rows, each
+    cell typed, and an "About" sheet."""
+    from controlplane.services.excel_workbook import workbook
+
+    about = [
+        ("Report", "Finished-job history: the jobs that ended, newest end first, then TOTAL"),
+        ("Times", "UTC, ISO 8601 text to the second (as the CSV)"),
+        ("GPU-hours", "The accounting's allocated GPU-seconds of each job over all its runs, ÷ 3,600"),
+        ("Cost", "USD, what each job's runs cost at the prices in force (its runs panel and showback by job)"),
+        ("Generated (UTC)", _second(now)),
+    ]
+    return workbook("Job history", CSV_COLUMNS, (row for rows in history_table(jobs, now) for row in rows), about)

@@ -1,4 +1,5 @@
-"""`/history/`: the jobs that ended, as `qm history` / `sacct` list them, and `/history.csv`.
+"""`/history/`: the jobs that ended, as `qm history` / `sacct` list them, `/history.csv`, and
+`/history.xlsx` (the CSV's rows as an Excel workbook, each cell typed).
 
 The filters are the jobs API's (`JobHistoryFilterSet`, a `JobFilterSet`), the scope the API's
 (`access.visible_jobs`), the figures `services/job_history.py`'s and the totals
@@ -20,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.filtersets import JobHistoryFilterSet
 from controlplane.models import Job
-from controlplane.services import access, closed_history, job_history
+from controlplane.services import access, closed_history, excel_workbook, job_history
 from frontend.page_filters import PAGE_PARAMETERS, filtered
 from frontend.page_numbers import page_choice
 
@@ -80,3 +81,17 @@ def history_csv(request: HttpRequest) -> HttpResponse:
     response = StreamingHttpResponse(job_history.history_csv(jobs, now), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.csv"'
     return response
+
+
+@login_required
+@require_GET
+def history_xlsx(request: HttpRequest) -> HttpResponse:
+    """The CSV's rows as an Excel workbook: what Excel would misread in the CSV (a job named
+    `2026-11` or `=…`) stays text."""
+    _, jobs, errors = _filtered(request)
+    if jobs is None:
+        text = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in errors.items())
+        return HttpResponse(text + "\n", status=400, content_type="text/plain; charset=utf-8")
+    now = timezone.now()
+    return HttpResponse(job_history.history_xlsx(jobs, now), content_type=excel_workbook.CONTENT_TYPE,
+                        headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'})

@@ -37,6 +37,7 @@ TABLE: list[tuple[str, str, str, tuple[int, ...]]] = [
     ("job", "get", "/jobs/{job}/", OWNERS),
     ("history", "get", "/history/", OPEN),
     ("history-csv", "get", "/history.csv", OPEN),
+    ("history-xlsx", "get", "/history.xlsx", OPEN),
     ("teams", "get", "/teams/", OPEN),
     ("showback", "get", "/showback/", OPEN),
     ("nodes", "get", "/nodes/", OPEN),

@@ -78,6 +78,7 @@ TABLE: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("job_array_cancel", "post", "{J}/job-arrays/{array}/cancel/", None, ACT_OWN),
     # read by everyone signed in, each within their scope (docs/api.md, Roles)
     ("job_history_csv", "get", "{J}/jobs/history.csv", None, READ_ALL),
+    ("job_history_xlsx", "get", "{J}/jobs/history.xlsx", None, READ_ALL),
     ("job_priority", "get", "{J}/jobs/priority/", None, READ_ALL),
     ("metrics_etas", "get", "{J}/metrics/etas/", None, READ_ALL),
     ("metrics_utilization", "get", "{J}/metrics/utilization/", None, READ_ALL),

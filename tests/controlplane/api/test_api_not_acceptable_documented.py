@@ -12,7 +12,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize(("method", "path"), [
     ("get", "/api/v1/jobs/"), ("get", "/api/v1/auth/me/"), ("get", "/api/v1/showback/"),
-    ("get", "/api/v1/jobs/history.csv"), ("post", "/api/v1/jobs/"), ("get", "/api/v1/nodes/"),
+    ("get", "/api/v1/jobs/history.csv"), ("get", "/api/v1/jobs/history.xlsx"), ("post", "/api/v1/jobs/"),
+    ("get", "/api/v1/nodes/"),
 ])
 def test_an_accept_header_no_renderer_meets_is_a_documented_406(fleet, alice, method, path) -> None:
     r = getattr(alice, method)(path, HTTP_ACCEPT="application/xml")
