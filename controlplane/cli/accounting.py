@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import re
 import sys
 from datetime import datetime, timezone
@@ -115,6 +116,22 @@ def _history_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             "lost_gpu_hours": round(sum(j["lost_gpu_hours"] for j in jobs), 4)}
 
 
+def save_workbook(api: Api, path: str, params: dict[str, Any], to: str) -> int:
+    """`--xlsx FILE`: the server's Excel workbook (`GET path` as xlsx) saved to FILE, or under
+    the server's own file name inside FILE when FILE is a folder; where it went on stdout."""
+    headers: dict[str, str] = {}
+    data = api.request("GET", path, params=params, binary=True, response_headers=headers)
+    named = re.search(r'filename="([^"/\\]+)"', headers.get("content-disposition", ""))
+    target = os.path.join(to, named.group(1) if named else os.path.basename(path)) if os.path.isdir(to) else to
+    try:
+        with open(target, "wb") as file:
+            file.write(data)
+    except OSError as exc:
+        raise CliError(f"--xlsx: cannot write {output.visible(target)}: {exc.strerror or exc}") from exc
+    print(f"Saved {target} ({len(data):,} bytes, an Excel workbook)")
+    return 0
+
+
 def cmd_history(api: Api, args: argparse.Namespace) -> int:
     """The jobs that ended in a window, as `sacct` lists them: how each ended (state, exit code),
     when it started and how long its last run took, its GPUs, the GPU-hours it held over all its
@@ -123,6 +140,8 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
     now = datetime.now(timezone.utc)
     since, until = _history_window(args, now)
     fmt = "json" if args.json else args.format
+    if args.xlsx is not None and (args.json or args.format != "table"):
+        raise CliError(f"give --xlsx FILE or --{'json' if args.json else 'format ' + args.format}, not both")
     params: dict[str, Any] = {
         "state": args.state or ENDED_STATES, "finished_after": since.isoformat(),
         "finished_before": until.isoformat(),
@@ -131,6 +150,9 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
                         ("exit_code", "exit_code")):
         if getattr(args, flag) is not None:
             params[field] = getattr(args, flag)
+    if args.xlsx is not None:
+        # The CSV's rows as a workbook, from the server (GET jobs/history.xlsx, the page's link).
+        return save_workbook(api, "jobs/history.xlsx", params, args.xlsx)
     if fmt == "csv":
         # Byte for byte what the page and the API give for these filters: one writer, the server's.
         text = api.request("GET", "jobs/history.csv", params=params, raw=True)
@@ -250,6 +272,8 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if args.csv and args.json:
         # It printed the CSV under --json, which a script then failed to read as JSON.
         raise CliError("give --json (the API's JSON) or --csv (finance's CSV), not both")
+    if args.xlsx is not None and (args.csv or args.json):
+        raise CliError(f"give --xlsx FILE or --{'csv' if args.csv else 'json'}, not both")
     params: dict[str, Any] = {"group_by": args.by}
     if args.month is not None and not MONTH.match(args.month.strip()):
         raise CliError(f"--month: '{output.visible(args.month)}' is not a month: use YYYY-MM, such as 2026-11")
@@ -257,6 +281,10 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         params["month"] = args.month.strip()
     else:
         params["window"] = args.window
+    if args.xlsx is not None:
+        # The CSV's rows as a workbook (showback/?format=xlsx, the page's Download for Excel); a
+        # refusal is the API's JSON, its fields named, so main names the flags.
+        return save_workbook(api, "showback/", {**params, "format": "xlsx"}, args.xlsx)
     if args.csv:
         try:
             sys.stdout.write(api.request("GET", "showback/", params={**params, "format": "csv"}, raw=True))

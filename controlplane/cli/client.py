@@ -162,10 +162,12 @@ class Api:
 
     def request(self, method: str, path: str, *, body: Any = None, params: Any = None,
                 headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False,
-                response_headers: dict[str, str] | None = None) -> Any:
-        """Call the API and return its JSON (or text when `raw`); raise ApiError with the
-        API's message on any 4xx/5xx, CliError when the server cannot be reached. A dict given
-        as `response_headers` is filled with the answer's headers (names in lower case)."""
+                response_headers: dict[str, str] | None = None, binary: bool = False) -> Any:
+        """Call the API and return its JSON (or text when `raw`, bytes when `binary`: a
+        workbook); raise ApiError with the API's message on any 4xx/5xx, CliError when the
+        server cannot be reached. A dict given as `response_headers` is filled with the answer's
+        headers (names in lower case)."""
+        raw = raw or binary
         url = f"{self.url}/api/v1/{path.lstrip('/')}"
         # A raw request asks for another format by `?format=` (CSV): accepting only JSON then
         # would be refused (406).
@@ -198,6 +200,8 @@ class Api:
                 continue
             if response_headers is not None:
                 response_headers.update({k.lower(): v for k, v in response.headers.items()})
+            if binary and response.status_code < 400:
+                return response.content
             return self._result(response, raw)
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -8,10 +8,10 @@
     qm runs JOB                                                  # its runs (sacct --duplicates)
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm update ARRAY_ID --array-limit 4|none                      # a job array's task limit (Slurm's %4)
-    qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
+    qm history [--since yesterday] [--until today] [--state failed] [--format csv | --xlsx FILE]   (alias: qm sacct)
     qm requeue JOB... [--hold] [--reason TEXT] [--array ID [--states failed,timed_out]]  # back to the queue
     qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
-    qm showback --by team --window 7d | --month 2026-11 [--csv]
+    qm showback --by team --window 7d | --month 2026-11 [--csv | --xlsx FILE]
     qm quotas [--team T]
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
     qm notify add HOOK_URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
@@ -436,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="table (default), csv (the server's, as the history page's Download CSV and GET "
                         "jobs/history.csv give it: newest end first, every figure in full, a TOTAL row) or "
                         "json (the API's jobs and the totals)")
+    p.add_argument("--xlsx", metavar="FILE",
+                   help="save the CSV's rows as an Excel workbook to FILE (a folder: under the server's file name), "
+                        "as the history page's Download for Excel: names stay text, figures are numbers")
 
     p = sub.add_parser("showback", parents=[common], help="cost and GPU-hours allocated, active and productive by team, project, job or class")
     # `class` as the help above says it (and the pages' "Class"): the API's group is priority_class
@@ -447,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "or start,end in RFC 3339 (default 7d)")
     when.add_argument("--month", help="a calendar month: 2026-11")
     p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
+    p.add_argument("--xlsx", metavar="FILE",
+                   help="save the CSV's rows as an Excel workbook to FILE (a folder: under the server's file name, "
+                        "which names the period), as the showback page's Download for Excel")
 
     sub.add_parser("config", parents=[common], help="the scheduling policy in force and the loop's timings",
                    description="As Slurm's scontrol show config: every setting of the scheduling engine as the "
