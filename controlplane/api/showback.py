@@ -198,6 +198,10 @@ class ShowbackView(ApiMixin, APIView):
     renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer, XlsxRenderer]
     content_negotiation_class = FormatNegotiation
 
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        errors_in_json(request, response)
+        return super().finalize_response(request, response, *args, **kwargs)
+
     @extend_schema(
         parameters=[
             ShowbackQuery,
@@ -208,10 +212,6 @@ class ShowbackView(ApiMixin, APIView):
         responses={(200, "application/json"): SHOWBACK_RESPONSE, (200, "text/csv"): OpenApiTypes.STR,
                    (200, excel_workbook.CONTENT_TYPE): OpenApiTypes.BINARY},
     )
-    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
-        errors_in_json(request, response)
-        return super().finalize_response(request, response, *args, **kwargs)
-
     def get(self, request: Request) -> Any:
         _refuse_unknown(request, ShowbackQuery, "format")
         query = ShowbackQuery(data=request.query_params)

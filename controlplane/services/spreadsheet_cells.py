@@ -13,8 +13,8 @@ workbook (services/excel_workbook.py), so the two files cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 #: A cell a spreadsheet would read as a formula starts with one of these.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -37,10 +37,10 @@ def text_cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(NamedTuple):
     """A figure as the CSV writes it (`text`: fixed places, `-` for a negative) and how the
-    workbook shows the same number (`number_format`)."""
+    workbook shows the same number (`number_format`). A plain tuple, cheap to make: the history
+    CSV makes up to eight a row."""
 
     text: str
     number_format: str
