@@ -16,6 +16,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
@@ -84,8 +85,12 @@ class JobHistoryXlsxView(ApiMixin, APIView):
         if not filterset.is_valid():
             raise filters_refused(filterset)
         now = timezone.now()
+        try:
+            workbook = job_history.history_xlsx(job_history.ended_jobs(filterset.qs), now)
+        except excel_workbook.TooManyRows as error:
+            raise ValidationError({"rows": [str(error)]}) from None
         return HttpResponse(
-            job_history.history_xlsx(job_history.ended_jobs(filterset.qs), now), content_type=excel_workbook.CONTENT_TYPE,
+            workbook, content_type=excel_workbook.CONTENT_TYPE,
             headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'},
         )
 

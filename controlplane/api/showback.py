@@ -234,8 +234,12 @@ class ShowbackView(ApiMixin, APIView):
                 headers={"Content-Disposition": f'attachment; filename="{showback.download_filename(report)}"'},
             )
         if request.accepted_renderer.format == "xlsx":
+            try:
+                workbook = showback.showback_xlsx(report, now)
+            except excel_workbook.TooManyRows as error:
+                raise exceptions.ValidationError({"format": [str(error)]}) from None
             return HttpResponse(
-                showback.showback_xlsx(report, now), content_type=excel_workbook.CONTENT_TYPE,
+                workbook, content_type=excel_workbook.CONTENT_TYPE,
                 headers={"Content-Disposition": f'attachment; filename="{showback.download_filename(report, "xlsx")}"'},
             )
         return Response(showback.showback_json(report))

@@ -26,6 +26,23 @@ from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 from controlplane.services.spreadsheet_cells import Cell, Figure
 
 CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+#: A sheet's rows in Excel, the header's included: a longer sheet opens cut short, with a
+#: warning, or not at all.
+EXCEL_ROWS = 1_048_576
+
+
+class TooManyRows(ValueError):
+    """More rows than a sheet holds: the CSV holds them, a workbook cannot."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(f"{rows:,} rows are more than an Excel sheet holds ({EXCEL_ROWS - 1:,} under its header): "
+                         "narrow the filters or the period, or download the CSV")
+
+
+def check_rows(rows: int) -> None:
+    """Refuse, before any work, a table longer than a sheet."""
+    if rows > EXCEL_ROWS - 1:
+        raise TooManyRows(rows)
 
 #: Rows read to size the columns: the widest of these decides (a history of 100,000 jobs is
 #: written row by row, not held whole to measure).
@@ -85,8 +102,9 @@ def workbook(table_title: str, header: Sequence[str], rows: Iterable[Sequence[Ce
     sheet.append(heading)
     count = 0
     for row in chain(measured, rows):
-        sheet.append([_cell(sheet, value) for value in row])
         count += 1
+        check_rows(count)
+        sheet.append([_cell(sheet, value) for value in row])
     sheet.auto_filter.ref = f"A1:{get_column_letter(len(header))}{count + 1}"
 
     notes = book.create_sheet("About")

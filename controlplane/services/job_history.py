@@ -573,9 +573,10 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
 
 def history_xlsx(jobs: QuerySet[Job], now: datetime) -> bytes:
     """`history_table` as an Excel workbook (services/excel_workbook.py): the CSV's rows, each
-    cell typed, and an "About" sheet."""
-    from controlplane.services.excel_workbook import workbook
+    cell typed, and an "About" sheet. More jobs than a sheet holds: `TooManyRows`."""
+    from controlplane.services.excel_workbook import check_rows, workbook
 
+    check_rows(jobs.count() + 1)  # and TOTAL: refused before the rows are read
     about = [
         ("Report", "Finished-job history: the jobs that ended, newest end first, then TOTAL"),
         ("Times", "UTC, ISO 8601 text to the second (as the CSV)"),

@@ -93,5 +93,9 @@ def history_xlsx(request: HttpRequest) -> HttpResponse:
         text = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in errors.items())
         return HttpResponse(text + "\n", status=400, content_type="text/plain; charset=utf-8")
     now = timezone.now()
-    return HttpResponse(job_history.history_xlsx(jobs, now), content_type=excel_workbook.CONTENT_TYPE,
+    try:
+        workbook = job_history.history_xlsx(jobs, now)
+    except excel_workbook.TooManyRows as error:
+        return HttpResponse(f"{error}\n", status=400, content_type="text/plain; charset=utf-8")
+    return HttpResponse(workbook, content_type=excel_workbook.CONTENT_TYPE,
                         headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'})

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from controlplane.choices import AllocationState, CapacityTier, JobState
 from controlplane.models import Allocation, AllocationGpu
-from controlplane.services import accounting
+from controlplane.services import accounting, excel_workbook
 from controlplane.services.excel_workbook import CONTENT_TYPE
 from tests.controlplane import factories as f
 
@@ -115,3 +115,21 @@ def test_a_refused_filter_is_a_json_400_naming_it_not_a_broken_workbook(fleet: A
     page.force_login(fleet.users["owner"])
     refused = page.get("/history.xlsx", {"state": "running"})
     assert refused.status_code == 400 and "state" in refused.content.decode()
+
+
+def test_more_jobs_than_a_sheet_holds_is_a_400_saying_so_not_a_cut_workbook(fleet: Any, alice: Any, ended: list[Any],
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Excel's sheet holds 1,048,576 rows; a history that long cannot be built here, so the limit
+    # is lowered to what this one overflows (five jobs and TOTAL under the header: seven rows).
+    monkeypatch.setattr(excel_workbook, "EXCEL_ROWS", 6)
+
+    response = alice.get(XLSX)
+
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert "more than an Excel sheet holds" in response.json()["errors"]["rows"][0]
+    page = Client()
+    page.force_login(fleet.users["owner"])
+    refused = page.get("/history.xlsx")
+    assert refused.status_code == 400 and "download the CSV" in refused.content.decode()
+    monkeypatch.setattr(excel_workbook, "EXCEL_ROWS", 7)  # exactly full: written whole
+    assert len(list(sheet_of(alice.get(XLSX)).iter_rows())) == 7
