@@ -180,3 +180,14 @@ def test_a_bad_query_asked_as_a_workbook_is_a_json_400_naming_the_field(clients:
     assert response.status_code == 400
     assert response["Content-Type"].startswith("application/json")
     assert "month" in response.json()["errors"]
+
+
+def test_the_accept_header_asks_for_the_workbook_as_format_does(clients: dict[str, APIClient],
+                                                                rolled: datetime) -> None:
+    by_header = clients["finance"].get(SHOWBACK, {"window": "24h"}, HTTP_ACCEPT=CONTENT_TYPE)
+    _, by_format = workbook(clients["finance"], {"window": "24h"})
+
+    assert by_header.status_code == 200 and by_header["Content-Type"] == CONTENT_TYPE
+    read = openpyxl.load_workbook(io.BytesIO(by_header.content))["Showback"]
+    assert [[c.value for c in row] for row in read.iter_rows()] == \
+        [[c.value for c in row] for row in by_format["Showback"].iter_rows()]
