@@ -16,12 +16,12 @@ import io
 import re
 from collections.abc import Iterable, Sequence
 from itertools import chain, islice
+from typing import Any
 
 from openpyxl import Workbook
 from openpyxl.cell import WriteOnlyCell
 from openpyxl.styles import Font
 from openpyxl.utils import get_column_letter
-from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 
 from controlplane.services.spreadsheet_cells import Cell, Figure
 
@@ -60,7 +60,7 @@ def _writable(text: str) -> str:
     return _UNWRITABLE.sub(lambda m: f"_x{ord(m.group()):04X}_", text)
 
 
-def _cell(sheet: WriteOnlyWorksheet, value: Cell) -> WriteOnlyCell:
+def _cell(sheet: Any, value: Cell) -> WriteOnlyCell:  # openpyxl's write-only sheet
     if isinstance(value, Figure):
         cell = WriteOnlyCell(sheet, value=value.number)
         cell.number_format = value.number_format
