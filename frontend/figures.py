@@ -555,6 +555,8 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
                "tickfont": {"size": 10 if len(rows) > 40 else 12}},
         margin={"l": 140, "r": 20, "t": top, "b": bottom},
         showlegend=False,
+        # qm.js labels every 2nd, 4th, ... slot where the plot is too narrow for every label
+        meta={"slot_ticks": width},
     )
     layout["title"] = {**layout["title"], "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}}
     free = sum(r.free for r in rows if _takes_work(r))
