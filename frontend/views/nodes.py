@@ -236,7 +236,9 @@ def _filter_context(request: HttpRequest, errors: dict[str, list[str]]) -> dict[
     """The page's filter form: the pools, states and GPU types to choose from, what is chosen."""
     return {
         "filter_errors": errors,
-        "chosen": {name: request.GET.get(name, "") for name in ("pool", "state", "gpu_type")},
+        "chosen": {name: request.GET.get(name, "") for name in ("pool", "gpu_type")},
+        # (several at once: the overview's "Nodes not answering" asks for quarantined, down and suspect)
+        "chosen_states": request.GET.getlist("state"),
         "states": [(s.value, s.label) for s in NodeState if s != NodeState.RETIRED],
         "gpu_type_names": list(GpuType.objects.order_by("name").values_list("name", flat=True)),
     }

@@ -123,7 +123,8 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
     }
 
 
-#: Health states the control loop sets when a node's agent stops answering, worst first.
+#: Health states the control loop sets when a node's agent stops answering, worst first: what
+#: the "Nodes not answering" tile counts and the Nodes page it links to lists (`?state=` each).
 SILENT_STATES = (NodeState.QUARANTINED, NodeState.DOWN, NodeState.SUSPECT)
 
 
@@ -171,6 +172,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
         "window_error": window_error, "team_error": team_error,
         "charts": {c.key: c for c in payload["charts"]}, "text": payload["text"],
+        # The tile's rows: the Nodes page under the states it counts (its number is that page's rows).
+        "silent_nodes_url": reverse("frontend:nodes") + "?" + urlencode([("state", str(s)) for s in SILENT_STATES]),
         "live_url": reverse("frontend:overview-json") + "?" + urlencode({"window": window.key, "team": team or ""}),
     })
 

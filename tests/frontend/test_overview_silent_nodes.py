@@ -26,4 +26,4 @@ def test_the_overview_counts_the_nodes_whose_agent_does_not_answer(client_for: A
     assert text["silent_nodes_said"] == "2 quarantined (16 GPUs), 1 suspect (8 GPUs)"
     page = client_for("alice").get("/").content.decode()
     assert "Nodes not answering" in page and "2 quarantined (16 GPUs), 1 suspect (8 GPUs)" in page
-    assert 'data-live="silent_nodes"' in page and 'href="/nodes/"' in page
+    assert 'data-live="silent_nodes"' in page and 'href="/nodes/?state=quarantined&amp;state=down&amp;state=suspect"' in page
