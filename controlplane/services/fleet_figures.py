@@ -36,6 +36,12 @@ class QueueFigures:
     unschedulable_jobs: int = 0
 
 
+#: The states a job counts as waiting and as running in (the overview's tiles link to the Jobs
+#: page under them: frontend/views/overview.tile_urls).
+WAITING_STATES = (JobState.PENDING,)
+RUNNING_STATES = (JobState.RUNNING, JobState.PREEMPTING)
+
+
 def queue_figures(now: datetime | None = None) -> QueueFigures:
     """Three queries (two grouped, one count), whatever the queue's length."""
     now = now or timezone.now()
@@ -45,7 +51,7 @@ def queue_figures(now: datetime | None = None) -> QueueFigures:
     by_team: Counter[str] = Counter()
     oldest: datetime | None = None
     rows = (
-        Job.objects.filter(state=JobState.PENDING)
+        Job.objects.filter(state__in=WAITING_STATES)
         .values("pending_code", "priority_class__name", "team__name")
         .annotate(n=Count("id"), g=Sum("gpus"), first=Min("submitted_at"))
         .order_by()
@@ -59,7 +65,7 @@ def queue_figures(now: datetime | None = None) -> QueueFigures:
         if oldest is None or row["first"] < oldest:
             oldest = row["first"]
     for row in (
-        Job.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING, JobState.UNSCHEDULABLE])
+        Job.objects.filter(state__in=[*RUNNING_STATES, JobState.UNSCHEDULABLE])
         .values("state").annotate(n=Count("id")).order_by()
     ):
         if row["state"] == JobState.UNSCHEDULABLE:

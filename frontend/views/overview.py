@@ -15,7 +15,14 @@ from django.views.decorators.http import require_GET
 
 from controlplane.choices import NodeState
 from controlplane.models import FleetSample, PriorityClass, Team
-from controlplane.services.fleet_figures import fragmentation_of, loop_stalled, queue_figures
+from controlplane.services.access import access_of
+from controlplane.services.fleet_figures import (
+    RUNNING_STATES,
+    WAITING_STATES,
+    fragmentation_of,
+    loop_stalled,
+    queue_figures,
+)
 from frontend import figures
 from frontend.fleet_series import fleet_series, lost_work_since, since_the_fleet_had_gpus
 from frontend.heatmap import fleet_grid
@@ -139,6 +146,19 @@ def silent_nodes(grid: list[Any]) -> dict[str, tuple[int, int]]:
     return out
 
 
+def tile_urls(request: HttpRequest) -> dict[str, str]:
+    """The page each tile links to, listing the rows it counts: a tile's number is that page's
+    rows. The job tiles count every team's jobs, which only an admin's Jobs page lists: a member's
+    lists their team's, finance has none, so theirs link nowhere rather than to other numbers."""
+    nodes = reverse("frontend:nodes")
+    urls = {"silent_nodes": nodes + "?" + urlencode([("state", str(s)) for s in SILENT_STATES])}
+    if access_of(request.user).is_admin:
+        jobs = reverse("frontend:jobs")
+        urls["pending_jobs"] = jobs + "?" + urlencode([("state", str(s)) for s in WAITING_STATES])
+        urls["running_jobs"] = jobs + "?" + urlencode([("state", str(s)) for s in RUNNING_STATES])
+    return urls
+
+
 def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
     """The words the overview shows when the scheduling loop has stopped ("" while it runs)."""
     if as_of is None or age_s is None or not loop_stalled(age_s):
@@ -172,8 +192,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
         "window_error": window_error, "team_error": team_error,
         "charts": {c.key: c for c in payload["charts"]}, "text": payload["text"],
-        # The tile's rows: the Nodes page under the states it counts (its number is that page's rows).
-        "silent_nodes_url": reverse("frontend:nodes") + "?" + urlencode([("state", str(s)) for s in SILENT_STATES]),
+        "tile_urls": tile_urls(request),
         "live_url": reverse("frontend:overview-json") + "?" + urlencode({"window": window.key, "team": team or ""}),
     })
 

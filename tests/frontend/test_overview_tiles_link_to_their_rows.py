@@ -1,5 +1,7 @@
 """Each overview tile that links to a page links to the rows it counts: the tile's number is the
-number of rows on the page it opens.
+number of rows on the page it opens. "Jobs waiting" and "Jobs running" count every team's jobs,
+so they link to the Jobs page (under the states they count) for admins only, whose Jobs page lists
+every team's; a member's would list their team's alone, and finance has none.
 
 Until 7 Dec "Nodes not answering" (3: two quarantined, one suspect) linked to the unfiltered Nodes
 page, its 16 nodes, where the reader had to find the three among them. It links to the Nodes page
@@ -12,8 +14,9 @@ import re
 from html import unescape
 from typing import Any
 
-from controlplane.choices import NodeState
-from controlplane.models import Node
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Job, Node
+from controlplane.services.cycle import run_cycle
 from frontend.views.overview import SILENT_STATES
 
 #: A tile with a link: its label's link and its figure (the first `value` after it).
@@ -41,13 +44,21 @@ def _fleet_with_silent_nodes() -> None:
     Node.objects.filter(name="a100-02").update(state=NodeState.CORDONED)  # an operator's, not silence
 
 
-def test_each_tile_number_is_the_number_of_rows_on_the_page_it_links_to(client_for: Any) -> None:
+def test_each_tile_number_is_the_number_of_rows_on_the_page_it_links_to(client_for: Any, submit_as: Any) -> None:
     _fleet_with_silent_nodes()
-    for who in ("admin", "alice", "finn"):
+    for who, gpus in [("alice", 8), ("alice", 16), ("bob", 8), ("bob", 64), ("alice", 96)]:
+        submit_as(who, name=f"{who}-{gpus}", gpus=gpus, gpus_per_node=8)
+    run_cycle("test")
+    assert Job.objects.filter(state=JobState.RUNNING).exists() and Job.objects.filter(state=JobState.PENDING).exists()
+    # The job tiles count every team's jobs: only an admin's Jobs page lists them all.
+    linked = {"admin": ["Jobs waiting", "Jobs running", "Nodes not answering"],
+              "alice": ["Nodes not answering"], "finn": ["Nodes not answering"]}
+    for who, labels in linked.items():
         client = client_for(who)
         tiles = _tiles(client.get("/").content.decode())
-        assert "Nodes not answering" in [label for label, _, _ in tiles], (who, tiles)
+        assert [label for label, _, _ in tiles] == labels, (who, tiles)
         for label, href, value in tiles:
+            assert value > 0, (who, label)
             assert _rows(client, href) == value, f"{who}: tile {label} says {value}, {href} lists {_rows(client, href)}"
 
 
