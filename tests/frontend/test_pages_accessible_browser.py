@@ -48,9 +48,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WHAT_IF = "/what-if/?days=1&placement=spread&backfill=on&preemption=on"
 
-# Roles a control or link takes in Chromium's tree; each must have a name.
+# Roles a control, link or image takes in Chromium's tree; each must have a name. ("image" is the
+# role Chromium gives an SVG: until 7 Dec only "img" was asked, and plotly's text-measuring SVG and
+# its mode bar's icons, unnamed images on every page with a chart, went unseen.)
 NAMED_ROLES = {"textbox", "searchbox", "combobox", "listbox", "checkbox", "radio", "spinbutton", "button",
-               "link", "slider", "switch", "menuitem", "tab", "img", "figure", "DisclosureTriangle"}
+               "link", "slider", "switch", "menuitem", "tab", "img", "image", "figure", "DisclosureTriangle"}
 
 # The tables whose first column names the row (tests/frontend/test_pages_headings_and_tables.py
 # checks them in the server's HTML), the jobs, history and runs tables among them, and a chart's

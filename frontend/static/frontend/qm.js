@@ -498,10 +498,22 @@
     return Plotly.relayout(plot, { "xaxis.tickvals": wanted });
   }
 
-  function attachSlotTicks(plot) {
+  /* SVGs plotly draws that are no reader's business, out of the accessibility tree: its
+     text-measuring SVG, off screen at the body's end, and the icon inside each mode bar button
+     (the button is named by its title). Chromium gave each an unnamed image on every page with a
+     chart (seen 7 Dec). */
+  function hideDecorations(plot) {
+    var tester = document.getElementById("js-plotly-tester");
+    if (tester) tester.setAttribute("aria-hidden", "true");
+    plot.querySelectorAll(".modebar svg.icon").forEach(function (icon) { icon.setAttribute("aria-hidden", "true"); });
+  }
+
+  /* At each drawing plotly makes (a resize, a relayout): the slot labels measured anew, the mode
+     bar's icons (drawn anew) hidden. */
+  function attachAfterplot(plot) {
     if (plot.dataset.qmSlots || typeof plot.on !== "function") return;
     plot.dataset.qmSlots = "1";
-    plot.on("plotly_afterplot", function () { slotTicks(plot); });
+    plot.on("plotly_afterplot", function () { hideDecorations(plot); slotTicks(plot); });
   }
 
   /* The pointer's zoom (a drag, the mode bar, a double click) is the range chosen: a live update
@@ -876,12 +888,13 @@
     return Plotly.react(plot, keepHidden(box, chart.figure.data), layout, PLOT_CONFIG).then(function () {
       return slotTicks(plot);
     }).then(function () {
+      hideDecorations(plot);
       plot.dataset.drawn = "1";
       box.dataset.rendered = "plot";
       attachClicks(plot);
       attachLegend(box, plot);
       attachZoom(box, plot);
-      attachSlotTicks(plot);
+      attachAfterplot(plot);
       syncSeries(box, plot);
       syncRanges(box, plot);
       showValues(box, plot);
