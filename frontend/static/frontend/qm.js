@@ -511,8 +511,8 @@
   /* At each drawing plotly makes (a resize, a relayout): the slot labels measured anew, the mode
      bar's icons (drawn anew) hidden. */
   function attachAfterplot(plot) {
-    if (plot.dataset.qmSlots || typeof plot.on !== "function") return;
-    plot.dataset.qmSlots = "1";
+    if (plot.dataset.qmAfterplot || typeof plot.on !== "function") return;
+    plot.dataset.qmAfterplot = "1";
     plot.on("plotly_afterplot", function () { hideDecorations(plot); slotTicks(plot); });
   }
 
@@ -865,7 +865,7 @@
       empty.querySelector("p").textContent = chart.empty;
       if (plot.dataset.drawn) {
         Plotly.purge(plot);
-        delete plot.dataset.drawn; delete plot.dataset.qmClicks; delete plot.dataset.qmLegend; delete plot.dataset.qmZoom; delete plot.dataset.qmSlots;
+        delete plot.dataset.drawn; delete plot.dataset.qmClicks; delete plot.dataset.qmLegend; delete plot.dataset.qmZoom; delete plot.dataset.qmAfterplot;
       }
       plot.hidden = true;
       box.dataset.rendered = "empty";
