@@ -31,7 +31,7 @@ from rest_framework.response import Response
 
 from controlplane.api.errors import Conflict
 from controlplane.api.permissions import IsAdmin, ReadOnlyUnlessAdmin
-from controlplane.api.serializers.fields import WholeNumberField, ZonedDateTimeField
+from controlplane.api.serializers.fields import TextField, WholeNumberField, ZonedDateTimeField
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.filtersets import MaintenanceWindowFilterSet
 from controlplane.models import MaintenanceWindow
@@ -105,10 +105,10 @@ class MaintenanceWindowSerializer(serializers.Serializer):
 class MaintenanceWindowWriteSerializer(serializers.Serializer):
     """What a POST or PATCH gives; the rules are services/maintenance.py's."""
 
-    nodes = serializers.ListField(child=serializers.CharField(max_length=128), required=False,
+    nodes = serializers.ListField(child=TextField(max_length=128), required=False,
                                   max_length=maintenance.MAX_NODES,
                                   help_text="Node names. On a PATCH they replace the window's nodes.")
-    pool = serializers.CharField(required=False, max_length=64,
+    pool = TextField(required=False, max_length=64,
                                  help_text="A pool: its nodes (retired ones left out), as they are now, join `nodes`.")
     start_at = ZonedDateTimeField(required=False, help_text="When it begins: an RFC 3339 instant with its time zone "
                                                             "(2026-12-02T22:00:00Z, …-05:00); a time without one is "
@@ -121,7 +121,7 @@ class MaintenanceWindowWriteSerializer(serializers.Serializer):
     # nobody typed)
     duration_s = WholeNumberField(required=False,
                                           help_text="How long it lasts, in seconds (instead of end_at).")
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False,
+    reason = TextField(required=False, allow_blank=True, max_length=1000,
                                    help_text="What the maintenance is, e.g. firmware upgrade (one line, ≤ 200 "
                                              "characters).")
 

@@ -33,6 +33,7 @@ from rest_framework.response import Response
 
 from controlplane.api.serializers.fields import (
     PutReplacesWholeMixin,
+    TextField,
     WholeNumberField,
     no_record_named,
     one_rule_field_mapping,
@@ -45,14 +46,14 @@ from controlplane.services import access, notifications
 class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSerializer):
     serializer_field_mapping = one_rule_field_mapping(serializers.ModelSerializer.serializer_field_mapping)
     user = serializers.CharField(source="user.username", read_only=True)
-    team = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64,
-                                 help_text="A team's name: every job of that team; null/absent: your own jobs.")
-    events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=20,
+    team = TextField(required=False, allow_null=True, allow_blank=True, max_length=64,
+                     help_text="A team's name: every job of that team; null/absent: your own jobs.")
+    events = serializers.ListField(child=TextField(max_length=40), max_length=20,
                                    help_text="started, succeeded, failed, timed_out, cancelled, preempted, "
                                              "requeued, unschedulable, borrowed")
-    url = serializers.CharField(max_length=500)
-    secret = serializers.CharField(write_only=True, required=False, min_length=16, max_length=128,
-                                   help_text="Key of the signature (default: a random one, shown once).")
+    url = TextField(max_length=500, any_character=True)
+    secret = TextField(write_only=True, required=False, min_length=16, max_length=128, any_character=True,
+                       help_text="Key of the signature (default: a random one, shown once).")
     failing = serializers.SerializerMethodField()
     status = serializers.SerializerMethodField()
     waiting_deliveries = serializers.SerializerMethodField()

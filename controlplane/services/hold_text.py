@@ -5,10 +5,9 @@ itself all say a hold this way (services/holds.py does the holding)."""
 
 from __future__ import annotations
 
-import re
-
 from controlplane.choices import JobHold
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.services.plain_text import hidden_character_problem
 from scheduler_core.eligibility import OutOfLine
 from scheduler_core.types import JobSpec
 
@@ -29,15 +28,9 @@ def held_sentence(label: str, reason: str = "") -> tuple[str, str]:
     return why.message, why.would_start_if
 
 
-# Control characters (C0, DEL, C1) and bidirectional overrides: a reason is one line of visible
-# text, as a job's name is (api.serializers.fields.NameField), never an escape sequence for a terminal.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
 def reason_problem(reason: str) -> str:
-    """What is wrong with a hold's reason, in words for its field; "" when nothing is."""
+    """What is wrong with a hold's (a requeue's, a cordon's) reason, in words for its field; ""
+    when nothing is. One line of text by the one rule (services/plain_text.py)."""
     if len(reason) > HOLD_REASON_MAX_LENGTH:
         return f"at most {HOLD_REASON_MAX_LENGTH} characters ({len(reason)} given)"
-    if _INVISIBLE.search(reason):
-        return "one line of visible text: control characters (new lines, tabs, escape sequences) are not allowed"
-    return ""
+    return hidden_character_problem(reason) or ""

@@ -47,6 +47,7 @@ from controlplane.models import AllocationGpu, Event, MaintenanceWindow, Node
 from controlplane.models.events import actor_name
 from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services.access import Access
+from controlplane.services.plain_text import hidden_character_problem
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import counted
 
@@ -152,8 +153,9 @@ def _reason_problem(reason: Any) -> str | None:
     if not isinstance(reason, str) or not reason.strip():
         return "give what the maintenance is, in a few words (e.g. \"firmware upgrade\")"
     text = reason.strip()
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        return "one line of text, without control characters"
+    hidden = hidden_character_problem(text, offset=len(reason) - len(reason.lstrip()))
+    if hidden:
+        return hidden
     if len(text) > REASON_MAX_LENGTH:
         return f"{len(text)} characters: at most {REASON_MAX_LENGTH}"
     return None

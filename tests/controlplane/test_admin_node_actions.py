@@ -135,7 +135,8 @@ def test_a_reason_of_two_lines_is_refused_and_nothing_done(fleet, browser) -> No
     said = _act(browser, "cordon", [node], reason="bad\nDIMM")
 
     [refusal] = said["error"]
-    assert refusal.startswith("Reason: one line of visible text"), refusal
+    assert refusal.startswith("Reason: contains a control character (U+000A, a new line) at position 4: it is one "
+                              "line of text"), refusal
     assert refusal.endswith("nothing was done."), refusal
     assert Node.objects.get(pk=node.pk).state == NodeState.READY
     assert not Event.objects.filter(kind=EventKind.NODE_STATE).exists()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import StrictFieldsMixin
+from controlplane.api.serializers.fields import StrictFieldsMixin, TextField
 
 
 class TokenRequestSerializer(StrictFieldsMixin, serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
+    username = TextField(max_length=150)
+    password = TextField(max_length=4096, trim_whitespace=False, any_character=True, style={"input_type": "password"})
 
 
 class TokenSerializer(serializers.Serializer):

@@ -18,10 +18,11 @@ from rest_framework.fields import get_error_detail
 from rest_framework.relations import MANY_RELATION_KWARGS
 
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
-from controlplane.models.names import name_problem
+from controlplane.models.names import nothing_visible_problem
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
+from controlplane.services.plain_text import given_kind, hidden_character_problem
 from controlplane.services.whole_numbers import NotAWholeNumber, fractional_number, json_kind, whole_number
 from controlplane.services.yes_or_no import NotYesOrNo, yes_or_no
 
@@ -169,14 +170,55 @@ class YesOrNoField(serializers.BooleanField):
             raise serializers.ValidationError(f"{refused}: give true or false", code="invalid") from None
 
 
+class TextField(serializers.CharField):
+    """Text by the one rule for it (services/plain_text.py): a JSON string, since DRF's CharField
+    turned the number 12345 into "12345", 1e20 into "1e+20" and true into "True" (`env: {"A": 1}`
+    ran the job with A=1 where the client may have meant anything else); and holding no character
+    that hides or disguises what it says (control characters, Unicode's line separators,
+    bidirectional controls), the first one named with its code point and its place in what was
+    sent. `lines=True`: text of several lines (a description, a command, an environment value),
+    whose new lines and tabs are its own; otherwise one line. `any_character=True`: text the rule
+    leaves to another, still given as text: a password or a signing key (never shown, so any
+    character is its own), a hook's URL (services/notifications.url_problem refuses every control
+    character and space in one, saying to percent-encode them)."""
+
+    def __init__(self, *, lines: bool = False, any_character: bool = False, **kwargs: Any) -> None:
+        self.lines, self.any_character = lines, any_character
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError(f"must be text, got {given_kind(data)}", code="not_text")
+        if not self.any_character:
+            kept = data.strip() if self.trim_whitespace else data
+            problem = hidden_character_problem(kept, lines=self.lines,
+                                               offset=len(data) - len(data.lstrip()) if self.trim_whitespace else 0)
+            if problem:
+                raise serializers.ValidationError(problem, code="hidden_character")
+        value: str = super().to_internal_value(data)
+        return value
+
+
+class SlugTextField(TextField, serializers.SlugField):
+    """A slug (a team's, a project's, a cohort's, a priority class's name), read as text first."""
+
+
 def one_rule_field_mapping(mapping: dict[Any, Any]) -> dict[Any, Any]:
     """A ModelSerializer's field mapping with each model number field read by the one rule
     (services/whole_numbers.py): integers as WholeNumberField, the others as FractionalNumberField
-    and FractionalDecimalField; and a yes-or-no as YesOrNoField (services/yes_or_no.py)."""
+    and FractionalDecimalField; a yes-or-no as YesOrNoField (services/yes_or_no.py); and text
+    as TextField and SlugTextField (services/plain_text.py)."""
     ours = {serializers.IntegerField: WholeNumberField, serializers.FloatField: FractionalNumberField,
             serializers.DecimalField: FractionalDecimalField, serializers.BooleanField: YesOrNoField}
-    return {model_field: next((mine for theirs, mine in ours.items() if issubclass(field, theirs)), field)
+    text = {serializers.CharField: TextField, serializers.SlugField: SlugTextField}  # by kind: an email's stays
+    return {model_field: text.get(field) or next((mine for theirs, mine in ours.items() if issubclass(field, theirs)),
+                                                 field)
             for model_field, field in mapping.items()}
+
+
+#: Model fields whose text may run over several lines (new lines and tabs its own): a record's
+#: description. Every other text field of a model is one line: a name, a pool, a switch.
+SEVERAL_LINES = frozenset({"description"})
 
 
 class ConstraintCheckedModelSerializer(PutReplacesWholeMixin, StrictFieldsMixin, serializers.ModelSerializer):
@@ -195,6 +237,9 @@ class ConstraintCheckedModelSerializer(PutReplacesWholeMixin, StrictFieldsMixin,
 
     def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, dict[str, Any]]:
         field_class, kwargs = super().build_standard_field(field_name, model_field)
+        if issubclass(field_class, TextField) and (field_name in SEVERAL_LINES
+                                                   or model_field.get_internal_type() == "TextField"):
+            kwargs["lines"] = True
         low, high = INTEGER_COLUMN_RANGES.get(model_field.get_internal_type(), (None, None))
         if high is not None and not kwargs.get("read_only") and "choices" not in kwargs:
             kwargs["max_value"] = min(kwargs.get("max_value", high), high)
@@ -295,33 +340,22 @@ class NamedRecordField(serializers.SlugRelatedField):
             raise serializers.ValidationError(said, code="does_not_exist") from None
 
 
-class TextField(serializers.CharField):
-    """A string, given as a JSON string: DRF's CharField turns the number 1 into "1", so
-    `env: {"A": 1}` ran the job with A=1 where the client may have meant anything else
-    (Kubernetes refuses a non-string env value as well)."""
+class NameField(TextField):
+    """A short name people read in lists and terminals: one line of text (TextField), with at
+    least one visible character."""
 
     def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError(f"must be a string (in quotes), not {json_kind(data)}")
-        value: str = super().to_internal_value(data)
-        return value
-
-
-class NameField(serializers.CharField):
-    """A short name people read in lists and terminals."""
-
-    def to_internal_value(self, data: Any) -> str:
-        value: str = super().to_internal_value(data)
-        problem = name_problem(value)
+        value = super().to_internal_value(data)
+        problem = nothing_visible_problem(value)
         if problem:
             raise serializers.ValidationError(problem)
         return value
 
 
-class HoldReasonField(serializers.CharField):
-    """Why a job is held, in its holder's words: one line of visible text, a string only (a
-    number or a list is not a reason), at most HOLD_REASON_MAX_LENGTH characters; the rest of
-    its rules are the service's (services/hold_text.reason_problem)."""
+class HoldReasonField(TextField):
+    """Why a job is held (or requeued, or a node cordoned), in its giver's words: one line of
+    text (TextField), at most HOLD_REASON_MAX_LENGTH characters; the rest of its rules are the
+    service's (services/hold_text.reason_problem)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
@@ -330,9 +364,7 @@ class HoldReasonField(serializers.CharField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError(f"a reason is a string (one line of text), not {type(data).__name__}")
-        value: str = super().to_internal_value(data)
+        value = super().to_internal_value(data)
         problem = reason_problem(value)
         if problem:
             raise serializers.ValidationError(problem)
@@ -370,7 +402,7 @@ class EnvField(serializers.DictField):
     """Environment variables: names as in POSIX shells, string values; or the same as text,
     one `NAME=value` a line (`env_from_text`), as the jobs page's form sends them."""
 
-    child = TextField(allow_blank=True, max_length=16384, trim_whitespace=False)
+    child = TextField(allow_blank=True, max_length=16384, trim_whitespace=False, lines=True)
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
         if isinstance(data, str):

@@ -337,7 +337,8 @@ class NodeActionResultSerializer(NodeSerializer):
     """A node action's answer: the node after it, and what it did."""
 
     changed = serializers.BooleanField(help_text="False when the node was already so (nothing recorded).")
-    detail = serializers.CharField(help_text="What was done, in one sentence: the states before and after, and for "
+    detail = serializers.CharField(read_only=True,
+                                   help_text="What was done, in one sentence: the states before and after, and for "
                                              "a cordon or drain the jobs left running there and until when.")
     running_jobs = NodeRunningJobSerializer(many=True, help_text="After a cordon or drain: the jobs holding GPUs "
                                                                  "there now, those holding them longest last.")

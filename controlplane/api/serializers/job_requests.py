@@ -281,7 +281,8 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "max_runtime_limit_s.",
     )
     checkpoint_interval_s = _positive(required=False, allow_null=True)
-    command = TextField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
+    command = TextField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False,
+                        lines=True)
     env = EnvField(required=False, default=dict)
     hold = YesOrNoField(
         required=False, default=False,

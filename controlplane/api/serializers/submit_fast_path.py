@@ -11,11 +11,13 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import ENV_NAME, MAX_INT, EnvField, NameField, name_problem
+from controlplane.api.serializers.fields import ENV_NAME, MAX_INT, EnvField, NameField, TextField
 from controlplane.api.serializers.job_requests import JobSubmitSerializer
+from controlplane.models.names import name_problem
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import env_problem as job_env_problem
 from controlplane.services.jobs import shape_errors as job_shape_errors
+from controlplane.services.plain_text import LINES_REFUSED, ONE_LINE_REFUSED
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _Check = Callable[[Any], Any]
@@ -26,6 +28,9 @@ def _string_check(field: serializers.CharField) -> _Check:
     """What `field` would return for a plain str it accepts, else _INVALID."""
     trim, blank, most = field.trim_whitespace, field.allow_blank, field.max_length
     visible_only = isinstance(field, NameField)
+    # the one rule for text (services/plain_text.py), as TextField reads it
+    hiding = None if not isinstance(field, TextField) or field.any_character else (LINES_REFUSED if field.lines
+                                                                          else ONE_LINE_REFUSED)
 
     def check(value: Any) -> Any:
         if type(value) is not str:
@@ -34,7 +39,7 @@ def _string_check(field: serializers.CharField) -> _Check:
             value = value.strip()
         if (not value and not blank) or (most is not None and len(value) > most):
             return _INVALID
-        if "\x00" in value or _SURROGATES.search(value):
+        if "\x00" in value or _SURROGATES.search(value) or (hiding is not None and hiding.search(value)):
             return _INVALID
         if visible_only and name_problem(value):
             return _INVALID

@@ -10,7 +10,6 @@ import pytest
 from django.utils import timezone
 
 from controlplane.models import Node
-from controlplane.models.names import INVISIBLE_MESSAGE
 from controlplane.services import agent_protocol
 from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, agent_client, inventory
 
@@ -25,15 +24,18 @@ def _body(**overrides: object) -> dict[str, object]:
     return body
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("pool", "h100\x1b[31m"), ("leaf_switch", "leaf\x07"), ("spine", "spine\n2"), ("pool", "a\x9bb"),
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("pool", "h100\x1b[31m", "contains a control character (U+001B, an escape) at position 5"),
+    ("leaf_switch", "leaf\x07", "contains a control character (U+0007) at position 5"),
+    ("spine", "spine\n2", "contains a control character (U+000A, a new line) at position 6: it is one line of text"),
+    ("pool", "a\x9bb", "contains a control character (U+009B) at position 2"),
 ])
 def test_a_registration_with_a_control_character_in_a_topology_name_is_a_400_on_its_field(
-        fleet: LoopFleet, field: str, value: str) -> None:
+        fleet: LoopFleet, field: str, value: str, said: str) -> None:
     r = agent_client(BOOTSTRAP).post(REGISTER, _body(**{field: value}), format="json")
 
     assert r.status_code == 400, r.content[:300]
-    assert r.json()["errors"] == {field: [INVISIBLE_MESSAGE]}, r.json()
+    assert r.json()["errors"] == {field: [said]}, r.json()
     assert not Node.objects.filter(name="cc-gpu-01").exists()
 
 

@@ -118,8 +118,8 @@ BAD_SUBMITS = [
     ("env_bad_variable_name", {"name": "x", "gpus": 1, "env": {"1BAD": "v"}}, "env", "variable names"),
     # a regex's "$" matches before a trailing newline: "A\n" read as a valid name
     ("env_variable_name_ending_in_newline", {"name": "x", "gpus": 1, "env": {"A\n": "v"}}, "env", "variable names"),
-    ("env_value_not_a_string", {"name": "x", "gpus": 1, "env": {"A": {"nested": 1}}}, "env.A", "must be a string (in quotes), not an object"),
-    ("nul_character_in_name", {"name": "a\x00b", "gpus": 1}, "name", "Null characters"),
+    ("env_value_not_a_string", {"name": "x", "gpus": 1, "env": {"A": {"nested": 1}}}, "env.A", "must be text, got an object"),
+    ("nul_character_in_name", {"name": "a\x00b", "gpus": 1}, "name", "contains a control character (U+0000, a NUL) at position 2"),
     ("name_too_long", {"name": "x" * 200, "gpus": 1}, "name", "no more than 128"),
 ]
 
@@ -254,7 +254,7 @@ def test_job_array_accepts_lists_and_steps(alice, fleet) -> None:
     ("0-20000", "at most 10000 tasks"),
     ("a-b", "is not an index"),
     ("0-10:0", "step 0"),
-    ("0-3\n,5", "is not an index"),
+    ("0-3\n,5", "contains a control character (U+000A, a new line) at position 4"),
 ], ids=["backwards", "too_many_tasks", "not_numbers", "zero_step", "newline_inside"])
 def test_bad_array_spec_is_a_400_on_array(alice, fleet, spec, message) -> None:
     r = post(alice, ARRAYS, {"name": "sweep", "gpus": 1, "array": spec})

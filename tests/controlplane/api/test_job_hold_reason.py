@@ -75,10 +75,10 @@ def test_release_clears_the_reason_and_its_event_keeps_it(fleet, alice) -> None:
 
 @pytest.mark.parametrize("reason, words", [
     ("x" * (HOLD_REASON_MAX_LENGTH + 1), "at most 200 characters (201 given)"),
-    (42, "a reason is a string (one line of text), not int"),
-    (["later"], "a reason is a string (one line of text), not list"),
+    (42, "must be text, got a number"),
+    (["later"], "must be text, got a list"),
     (None, "This field may not be null."),
-    ("line one\nline two", "control characters (new lines, tabs, escape sequences) are not allowed"),
+    ("line one\nline two", "contains a control character (U+000A, a new line) at position 9: it is one line of text"),
 ], ids=["too-long", "number", "list", "null", "two-lines"])
 def test_a_bad_reason_is_a_400_naming_reason_and_holds_nothing(fleet, alice, reason, words) -> None:
     job = f.make_job(fleet.ml)
@@ -153,7 +153,7 @@ def test_submit_held_with_a_reason(fleet, alice) -> None:
 
 @pytest.mark.parametrize("body, words", [
     ({"hold_reason": REASON}, 'a reason is for a job submitted held: send "hold": true with it'),
-    ({"hold": True, "hold_reason": 7}, "a reason is a string"),
+    ({"hold": True, "hold_reason": 7}, "must be text, got a number"),
     ({"hold": True, "hold_reason": "y" * 201}, "at most 200 characters (201 given)"),
 ], ids=["without-hold", "number", "too-long"])
 def test_a_bad_submit_reason_is_a_400_naming_hold_reason(fleet, alice, body, words) -> None:

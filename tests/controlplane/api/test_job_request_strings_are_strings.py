@@ -17,15 +17,15 @@ J = "/api/v1/jobs/"
 @pytest.mark.parametrize(
     ("extra", "field", "said"),
     [
-        ({"env": {"LR": "0.1", "A": 1}}, "env.A", ["must be a string (in quotes), not a number"]),
-        ({"env": {"DEBUG": True}}, "env.DEBUG", ["must be a string (in quotes), not true"]),
+        ({"env": {"LR": "0.1", "A": 1}}, "env.A", ["must be text, got a number"]),
+        ({"env": {"DEBUG": True}}, "env.DEBUG", ["must be text, got a boolean (true)"]),
         ({"env": {"X": None}}, "env.X", None),
-        ({"command": 42}, "command", ["must be a string (in quotes), not a number"]),
-        ({"team": 7}, "team", ["must be a string (in quotes), not a number"]),
-        ({"project": ["a"]}, "project", ["must be a string (in quotes), not a list"]),
-        ({"priority_class": 500}, "priority_class", ["must be a string (in quotes), not a number"]),
-        ({"gpu_types": [100]}, "gpu_types.0", ["must be a string (in quotes), not a number"]),
-        ({"gpu_type": 80.5}, "gpu_type", ["must be a string (in quotes), not a number"]),
+        ({"command": 42}, "command", ["must be text, got a number"]),
+        ({"team": 7}, "team", ["must be text, got a number"]),
+        ({"project": ["a"]}, "project", ["must be text, got a list"]),
+        ({"priority_class": 500}, "priority_class", ["must be text, got a number"]),
+        ({"gpu_types": [100]}, "gpu_types.0", ["must be text, got a number"]),
+        ({"gpu_type": 80.5}, "gpu_type", ["must be text, got a number"]),
     ],
     ids=["env-number", "env-true", "env-null", "command", "team", "project", "priority-class", "gpu-types",
          "gpu-type"],
@@ -46,7 +46,7 @@ def test_an_array_given_as_a_number_is_refused(fleet, alice) -> None:
     r = alice.post("/api/v1/job-arrays/", {"name": "sweep", "gpus": 1, "array": 5, "command": "true"}, format="json")
 
     assert r.status_code == 400, r.content
-    assert r.json()["errors"] == {"array": ["must be a string (in quotes), not a number"]}
+    assert r.json()["errors"] == {"array": ["must be text, got a number"]}
     assert not Job.objects.exists()
 
 
