@@ -50,7 +50,7 @@ class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSeriali
                      help_text="A team's name: every job of that team; null/absent: your own jobs.")
     events = serializers.ListField(child=TextField(max_length=40), max_length=20,
                                    help_text="started, succeeded, failed, timed_out, cancelled, preempted, "
-                                             "requeued, unschedulable, borrowed")
+                                             "requeued, unschedulable, borrowed; each once")
     url = TextField(max_length=500, any_character=True)
     secret = TextField(write_only=True, required=False, min_length=16, max_length=128, any_character=True,
                        help_text="Key of the signature (default: a random one, shown once).")
@@ -108,7 +108,7 @@ class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSeriali
         problem = notifications.events_problem(value)
         if problem is not None:
             raise ValidationError(problem)
-        return list(dict.fromkeys(value))  # in the order given, once each
+        return value
 
     def validate_team(self, value: str | None) -> Team | None:
         """A team the hook's owner may read: the caller on a POST; on a PATCH the hook's user (an

@@ -201,8 +201,10 @@ def parse_array(spec: str) -> list[int]:
     """Task indices from a Slurm-style array spec: `0-99`, `1,3,10-20`, `0-98:2` (a task
     limit's `%10` is parse_array_limit's).
 
-    Raises ValueError with a sentence naming what is wrong."""
-    indices: set[int] = set()
+    Raises ValueError with a sentence naming what is wrong. An index given twice (`0-3,2`) is
+    one of them: refused naming it, not counted once, since a spec read back with fewer tasks
+    than it spells says the client meant something else (a range's end mistyped)."""
+    indices: dict[int, str] = {}  # each index, and the part of the spec that gave it
     for part in spec.replace(" ", "").split(","):
         m = _ARRAY_PART.match(part)
         if not m:
@@ -218,8 +220,12 @@ def parse_array(spec: str) -> list[int]:
             raise ValueError(f"index {last} is beyond the largest allowed index {MAX_ARRAY_INDEX}")
         if (last - first) // step + 1 > MAX_ARRAY_TASKS:
             raise ValueError(f"an array holds at most {MAX_ARRAY_TASKS} tasks")
-        indices.update(range(first, last + 1, step))
-        if len(indices) > MAX_ARRAY_TASKS:  # counted once where ranges overlap
+        for index in range(first, last + 1, step):
+            if index in indices:
+                where = "" if indices[index] == part else f", in {indices[index]} and in {part}"
+                raise ValueError(f"index {index} is given twice{where}: give each index once")
+            indices[index] = part
+        if len(indices) > MAX_ARRAY_TASKS:
             raise ValueError(f"an array holds at most {MAX_ARRAY_TASKS} tasks")
     return sorted(indices)
 

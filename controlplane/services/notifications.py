@@ -579,6 +579,11 @@ def events_problem(events: Any) -> str | None:
     if unknown:
         return f"{', '.join(repr(u)[:40] for u in unknown)} {'is' if len(unknown) == 1 else 'are'} not " \
                f"an event: use {', '.join(known)}."
+    # Refused, not collapsed: a list read back shorter than it was sent says the client's list
+    # was not what it meant (a hook's events are a set; the list says each once).
+    repeated = [event for n, event in enumerate(events) if event in events[:n]]
+    if repeated:
+        return f"{repeated[0]!r} is given twice: give each event once"
     return None
 
 

@@ -187,6 +187,40 @@ def test_every_text_field_of_a_body_reads_text_by_the_one_rule() -> None:
     assert not plain, plain
 
 
+# ------------------------------------------------------------------------- repeated values
+
+def test_a_hook_given_one_event_twice_is_a_400_naming_it(alice: APIClient, fleet: Fleet) -> None:
+    from controlplane.models import NotificationHook
+
+    r = _post(alice, "notification-hooks/", {"url": "https://hooks.slack.com/services/T0/B0/x",
+                                             "events": ["started", "failed", "started"]})
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {"events": ["'started' is given twice: give each event once"]}, r.json()
+    assert not NotificationHook.objects.exists()
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ("0-3,2", "index 2 is given twice, in 0-3 and in 2: give each index once"),
+    ("1,1", "index 1 is given twice: give each index once"),
+    ("0-9:3,6-7", "index 6 is given twice, in 0-9:3 and in 6-7: give each index once"),
+], ids=["range-and-index", "index-twice", "stepped"])
+def test_an_array_giving_an_index_twice_is_a_400_naming_it(alice: APIClient, fleet: Fleet, spec: str,
+                                                          said: str) -> None:
+    r = _post(alice, "job-arrays/", {"name": "sweep", "gpus": 1, "array": spec})
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {"array": [said]}, r.json()
+    assert not Job.objects.exists()
+
+
+def test_ranges_that_touch_without_sharing_an_index_are_taken(alice: APIClient, fleet: Fleet) -> None:
+    r = _post(alice, "job-arrays/", {"name": "sweep", "gpus": 1, "array": "0-2,3-4,5,6-12:6"})
+
+    assert r.status_code == 201, r.json()
+    assert r.json()["indices"] == [0, 1, 2, 3, 4, 5, 6, 12]
+
+
 @pytest.mark.parametrize(("body", "field", "said"), [
     ({"command": "echo hi\x1b]0;owned\x07"}, "command", "contains a control character (U+001B, an escape) at position 8"),
     ({"env": {"A": "x\x07"}}, "env.A", "contains a control character (U+0007) at position 2"),
