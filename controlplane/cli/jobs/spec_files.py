@@ -1,6 +1,7 @@
 """A job's spec from a YAML file (`qm submit job.yaml`, `-` for standard input): the API's fields, with
-the flags' spellings too (`time:`, `priority:`), YAML's dates, numbers and booleans kept to what
-was written or refused with the fix; and a command line as the node agent's shell runs it."""
+the flags' spellings too (`time:`, `priority:`), a text field's value read as the text written
+(YAML's `name: 1.10` is the number 1.1, `name: yes` true, `name: 2026-11-29` a date), other
+fields' dates as written; and a command line as the node agent's shell runs it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,51 @@ JOB_FIELDS = frozenset({
 })
 
 
+#: The job fields whose values are text (their own, a list's items, a mapping's values): read
+#: as written, never as the number, boolean or date YAML would make of them, so `name: 1.10`
+#: submits "1.10" where it submitted the number 1.1 (stored as "1.1") and `team: 007` "007"
+#: where it submitted 7. The API refuses a number where text goes (services/plain_text.py).
+TEXT_FIELDS = frozenset({"name", "gpu_type", "gpu_types", "priority_class", "project", "team", "workload", "topology",
+                         "command", "env", "hold_reason", "array", "dependency_mode"})
+#: A role's text fields (each role of `roles:` is a mapping of its own).
+ROLE_TEXT_FIELDS = frozenset({"name", "gpu_type", "gpu_types"})
+#: What YAML makes of a plain scalar other than text (null stays null: nothing was written).
+_NOT_TEXT_TAGS = frozenset(f"tag:yaml.org,2002:{kind}" for kind in ("int", "float", "bool", "timestamp"))
+_TEXT_TAG = "tag:yaml.org,2002:str"
+
+
+class _JobFileLoader(yaml.SafeLoader):
+    """YAML's safe loader, with the values of the text fields kept as the text written."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = str(key.value).replace("-", "_") if isinstance(key, yaml.ScalarNode) else ""
+                field = YAML_ALIASES.get(name, name)
+                if field in TEXT_FIELDS:
+                    _as_written(value)
+                elif field == "roles" and isinstance(value, yaml.SequenceNode):
+                    for role in value.value:
+                        if isinstance(role, yaml.MappingNode):
+                            for role_key, role_value in role.value:
+                                if str(role_key.value).replace("-", "_") in ROLE_TEXT_FIELDS:
+                                    _as_written(role_value)
+        return super().construct_document(node)
+
+
+def _as_written(node: yaml.Node) -> None:
+    """A plain scalar read as its text; a list's items and a mapping's values likewise."""
+    if isinstance(node, yaml.ScalarNode):
+        if node.style is None and node.tag in _NOT_TEXT_TAGS:
+            node.tag = _TEXT_TAG
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _as_written(item)
+    elif isinstance(node, yaml.MappingNode):
+        for _, value in node.value:
+            _as_written(value)
+
+
 def load_spec_file(path: str) -> dict[str, Any]:
     """The job fields of the YAML file at `path` (`-`: standard input), as the API's."""
     try:
@@ -39,7 +85,7 @@ def load_spec_file(path: str) -> dict[str, Any]:
         raise CliError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
     _not_a_batch_script(path, text)
     try:
-        data = _plain(yaml.safe_load(text))
+        data = _plain(yaml.load(text, Loader=_JobFileLoader))  # a SafeLoader: no Python objects
     except yaml.YAMLError as exc:
         raise CliError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
@@ -136,16 +182,11 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def _env_values_are_text(path: str, env: dict[Any, Any]) -> None:
-    """YAML reads `DEBUG: yes` as true and `VERSION: 1.10` as 1.1: refuse them with the fix
-    (quote the value) rather than the API's bare "Not a valid string", or pass a changed value."""
-    unquoted = [(name, value) for name, value in env.items() if isinstance(value, bool | int | float)]
-    if not unquoted:
-        return
-    said = "; ".join(
-        f"env.{name}: YAML read it as the {'boolean' if isinstance(value, bool) else 'number'} "
-        f"{str(value).lower() if isinstance(value, bool) else value}" for name, value in unquoted[:5])
-    raise CliError(f"{path}: {said}. Environment values are text: quote them in the file "
-                   f"({unquoted[0][0]}: \"...\") to pass exactly what you wrote.")
+    """An environment value left empty (`DEBUG:`, YAML's null) is refused with the fix rather
+    than the API's "This field may not be null."; every other scalar is read as written."""
+    empty = [name for name, value in env.items() if value is None]
+    if empty:
+        raise CliError(f"{path}: env.{empty[0]} has no value: give one ({empty[0]}: \"\" for an empty one)")
 
 
 def _plain(value: Any) -> Any:
