@@ -36,6 +36,11 @@ JOB_FIELDS = frozenset({
 #: where it submitted 7. The API refuses a number where text goes (services/plain_text.py).
 TEXT_FIELDS = frozenset({"name", "gpu_type", "gpu_types", "priority_class", "project", "team", "workload", "topology",
                          "command", "env", "hold_reason", "array", "dependency_mode"})
+#: The durations (`time:`, `checkpoint_every:` and their API spellings): read as written and then
+#: as their flags read them, so `time: 4:00:00` is four hours, as `--time 4:00:00` is. YAML 1.1
+#: reads it as the sexagesimal number 14400, which `time:` took as minutes: ten days (until 7 Dec),
+#: and `time: 1:30` as 90 minutes where `--time 1:30` (MM:SS, as sbatch reads it) is 90 seconds.
+DURATION_FIELDS = frozenset({"runtime_limit_s", "checkpoint_interval_s"})
 #: A role's text fields (each role of `roles:` is a mapping of its own).
 ROLE_TEXT_FIELDS = frozenset({"name", "gpu_type", "gpu_types"})
 #: What YAML makes of a plain scalar other than text (null stays null: nothing was written).
@@ -51,7 +56,7 @@ class _JobFileLoader(yaml.SafeLoader):
             for key, value in node.value:
                 name = str(key.value).replace("-", "_") if isinstance(key, yaml.ScalarNode) else ""
                 field = YAML_ALIASES.get(name, name)
-                if field in TEXT_FIELDS:
+                if field in TEXT_FIELDS or field in DURATION_FIELDS:
                     _as_written(value)
                 elif field == "roles" and isinstance(value, yaml.SequenceNode):
                     for role in value.value:
@@ -149,8 +154,8 @@ def _not_a_batch_script(path: str, text: str) -> None:
 def _field_value(path: str, key: Any, name: str, field: str, value: Any) -> Any:
     """A YAML file's value (of `key`, `name` with dashes as underscores) as the API's `field`
     takes it: a duration's text in seconds, a command's list of words as one line, ..."""
-    if name == "time" and isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)  # `time: 30` as `--time 30`: minutes (`runtime_limit_s: 30` is seconds)
+    # A duration arrives as the text written (DURATION_FIELDS): `time: 30` is `--time 30`,
+    # minutes; `runtime_limit_s: 30` seconds.
     if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
         value = arguments.duration(value, str(key), arguments.TIME_BARE_UNIT if name == "time" else 1)
     if field == "command" and isinstance(value, list):

@@ -40,3 +40,24 @@ def test_a_roles_name_and_a_date_are_their_text_too(alice_qm, tmp_path) -> None:
     job = Job.objects.get()
     assert job.name == "2026-11-29 10:00:00"  # it was the ISO text "2026-11-29T10:00:00"
     assert [role["name"] for role in job.roles] == ["1.0", "off"]
+
+
+@pytest.mark.parametrize(("line", "seconds"), [
+    ("time: 4:00:00", 4 * 3600),  # YAML 1.1's sexagesimal 14400, then taken as minutes: 10 days
+    ("time: 1:30", 90),  # MM:SS, as `--time 1:30` and sbatch read it (it was 90 minutes)
+    ("time: 30", 30 * 60),  # a bare number is minutes, as `--time 30`
+    ("time: 1-12:00", 36 * 3600),
+    ("runtime_limit_s: 2:00", 120),
+    ("runtime_limit_s: 7200", 7200),
+    ("checkpoint_every: 10:00", 600),
+])
+def test_a_duration_in_a_job_file_is_read_as_the_flag_reads_it(alice_qm, tmp_path, line: str, seconds: int) -> None:  # noqa: ANN001
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: t\ngpus: 1\n{line}\ncommand: [python, train.py]\n")
+
+    r = alice_qm("submit", str(spec))
+
+    assert r.code == 0, r.err
+    job = Job.objects.get()
+    field = "checkpoint_interval_s" if line.startswith("checkpoint") else "runtime_limit_s"
+    assert getattr(job, field) == seconds
