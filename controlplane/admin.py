@@ -32,6 +32,7 @@ from controlplane.admin_forms import (
     NamedControls,
     NamedInlineControls,
     OpenedAsForm,
+    PlainTextColumns,
     ShownWhole,
 )
 from controlplane.choices import AllocationState, NodeState, Role
@@ -86,7 +87,7 @@ class MembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularIn
     extra = 0
 
 
-class ProjectInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
+class ProjectInline(NamedInlineControls, IntegerColumnBounds, PlainTextColumns, admin.TabularInline):
     model = Project
     form = OpenedAsForm
     extra = 0

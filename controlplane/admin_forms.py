@@ -25,7 +25,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from controlplane.api.serializers.fields import INTEGER_COLUMN_RANGES
+from controlplane.models.names import node_name, visible_name
 from controlplane.services import config_audit
+from controlplane.services.plain_text import hidden_character_problem
 
 
 class _OpenedAsField(forms.CharField):
@@ -191,6 +193,40 @@ class IntegerColumnBounds:
         return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
 
 
+class PlainTextColumns:
+    """A text box of an admin form takes text by the API's one rule for it (services/plain_text.py):
+    nothing that hides or disguises what it says, said on the field with its code point and place.
+    A description, as the API's, may hold new lines and tabs; another text (a name) is one line.
+    Until 7 Dec the admin saved a team's description holding an escape sequence, or a GPU type
+    named with a bidirectional override, that the API refused. A field whose model validates its
+    name already (models/names.py), a URL (its own rule) and a secret (any text) are left as they are."""
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        if _checked_as_plain_text(db_field) and isinstance(field, forms.CharField):
+            several_lines = isinstance(db_field, models.TextField) or db_field.name == "description"
+            field.validators.append(_PlainText(several_lines))
+        return field
+
+
+def _checked_as_plain_text(db_field: Any) -> bool:
+    return (isinstance(db_field, models.CharField | models.TextField) and not isinstance(db_field, models.URLField)
+            and not db_field.choices and db_field.name not in ("secret", "password")
+            and not any(v is visible_name or v is node_name for v in db_field.validators))
+
+
+class _PlainText:
+    """services/plain_text.py's rule as a form field's validator."""
+
+    def __init__(self, several_lines: bool) -> None:
+        self.several_lines = several_lines
+
+    def __call__(self, value: str) -> None:
+        problem = hidden_character_problem(value, lines=self.several_lines)
+        if problem:
+            raise ValidationError(problem, code="hidden_character")
+
+
 class ShownWhole:
     """Quartermaster's admin pages show what they hold whole (controlplane/static/controlplane/admin.css):
     a list fits a 1,400 px desktop beside its filters, its headers, times and related records
@@ -261,7 +297,8 @@ class DeletesSelectedLocked:
         return actions
 
 
-class KeepsOthersChanges(DeletesSelectedLocked, NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+class KeepsOthersChanges(DeletesSelectedLocked, NamedControls, ShownWhole, IntegerColumnBounds, PlainTextColumns,
+                         admin.ModelAdmin):
     """Change pages (and their inlines) that never silently undo another admin's save
     (OpenedAsForm), and say which of her changes they kept."""
 
