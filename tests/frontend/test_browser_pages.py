@@ -63,9 +63,10 @@ def browser() -> Iterator[Browser]:
 class Session:
     """One signed-in browser tab that records every console error and uncaught exception."""
 
-    def __init__(self, browser: Browser, base: str) -> None:
+    def __init__(self, browser: Browser, base: str, timezone_id: str | None = None) -> None:
         self.base = base
-        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        # The reader's time zone (Chromium's own if None): the pages say UTC whatever it is.
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, timezone_id=timezone_id)
         self.page: Page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("console", self._console)
@@ -134,8 +135,8 @@ def session(browser: Browser, live_server: Any) -> Iterator[Any]:
     seed_demo_fleet()
     opened: list[Session] = []
 
-    def make(username: str) -> Session:
-        s = Session(browser, live_server.url)
+    def make(username: str, timezone_id: str | None = None) -> Session:
+        s = Session(browser, live_server.url, timezone_id)
         s.login(username)
         opened.append(s)
         return s
