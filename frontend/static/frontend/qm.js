@@ -1111,6 +1111,14 @@
   /* When the page's live updates last answered: what a page left showing is as it was then. */
   var keptUpAt = new Date();
 
+  /* That instant in UTC, as the pages say times, with its date when it was not today (UTC): an
+     answer before midnight said as "23:59:50 UTC" alone read as today's. */
+  function keptUpWhen() {
+    var at = keptUpAt.toISOString();
+    var today = new Date().toISOString().slice(0, 10);
+    return (at.slice(0, 10) === today ? "" : at.slice(0, 10) + " ") + at.slice(11, 19) + " UTC";
+  }
+
   /* A 404 or 403 from a page's live endpoint does not pass (the job or node deleted, the reader
      no longer in its team): the page says the endpoint's words (its JSON `detail`, "No node is
      named 'a100-04'.": frontend/views/live_json.py), stops asking, and keeps what it showed,
@@ -1124,7 +1132,7 @@
       markStale();
       closeActions(detail);
       showBanner("Live updates stopped: " + detail + " What this page shows is as it was at " +
-        keptUpAt.toISOString().slice(11, 19) + " UTC and is no longer kept up.");
+        keptUpWhen() + " and is no longer kept up.");
       return null;
     });
   }
