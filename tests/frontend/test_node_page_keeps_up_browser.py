@@ -2,7 +2,9 @@
 what changes on the server (an operator cordons the node with a reason, the scheduler binds a
 job to its GPUs, its agent heartbeats) shows without a reload, within its refresh interval;
 the state change is said in the page's polite status; an unreachable server pauses the updates
-with the shared notice, and the next answer takes it away."""
+with the shared notice, and the next answer takes it away. The page's own refresh runs on
+Playwright's faked clock (tests/frontend/faked_clock.py): it comes at its 10 s pace exactly,
+without the test waiting those seconds."""
 
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ from controlplane.models import Node
 from controlplane.services.cycle import run_cycle
 from controlplane.services.jobs import SubmitRequest, submit
 from controlplane.services.nodes import cordon, uncordon
+from tests.frontend.faked_clock import LivePolls, install, utc
 from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WATCHED = "a100-04"
+OPENED_AT = utc(2026, 12, 7, 10, 57, 0)
+PAUSED_AT = OPENED_AT + timedelta(minutes=1)
 
 
 def test_a_node_page_shows_a_cordon_a_bound_job_and_a_heartbeat_without_a_reload(session: Any) -> None:  # noqa: F811
@@ -31,8 +36,10 @@ def test_a_node_page_shows_a_cordon_a_bound_job_and_a_heartbeat_without_a_reload
         cordon(other, user("admin"), reason="kept out of this test")
     Node.objects.filter(name=WATCHED).update(last_heartbeat_at=timezone.now() - timedelta(minutes=30))
     admin = session("admin")
+    install(admin.page, OPENED_AT)
     admin.open(f"/nodes/{WATCHED}/")
     page = admin.page
+    polls = LivePolls(page, f"**/ui/nodes/{WATCHED}.json*", PAUSED_AT)
     state = page.locator("#node-state .badge")
     heartbeat = page.locator("#node-status-heading ~ dl.facts dt", has_text="Heartbeat").locator(
         "xpath=following-sibling::dd[1]")
@@ -52,8 +59,13 @@ def test_a_node_page_shows_a_cordon_a_bound_job_and_a_heartbeat_without_a_reload
     Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now())
     cordon(node, user("admin"), reason="PSU fault, ticket 4411")
 
-    # No poll asked for: the page's own refresh brings it.
-    expect(state).to_have_text("Cordoned", timeout=LIVE_TIMEOUT_MS)
+    # No poll asked for: the page's own refresh brings it, 10 s on.
+    polls.run_for(9_000, step_ms=1_000)
+    assert polls.since(PAUSED_AT) == []
+    expect(state).to_have_text("Ready")
+    polls.run_for(1_000, step_ms=1_000)
+    assert polls.since(PAUSED_AT) == [10]
+    expect(state).to_have_text("Cordoned")
     expect(page.locator("#node-cordon-reason")).to_have_text("PSU fault, ticket 4411")
     expect(heartbeat).to_contain_text(" s ago")
     holder = holders.locator(f'a[href="/jobs/{job.pk}/"]')
