@@ -115,8 +115,7 @@ def test_researcher_pages_to_older_runs_and_back(session: Any, monkeypatch: Any)
     expect(rows).to_have_count(1)
     assert _cells(page, 1)[:2] == ["1", str(story.preempted.generation)]
     expect(page.locator("#job-runs-pages")).to_contain_text("Runs 1–1 of 3 runs · newer runs")
-    page.evaluate("QM.poll()")  # the refresh asks for the same runs
-    page.wait_for_timeout(500)
+    page.evaluate("QM.poll()")  # the refresh asks for the same runs; evaluate waits until it is applied
     expect(rows).to_have_count(1)
     expect(page.locator("table.runs tr#run-1")).to_have_count(1)
 
