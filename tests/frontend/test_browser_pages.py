@@ -218,9 +218,10 @@ def test_live_validation_names_zero_gpus_and_forgets_errors_of_a_cleared_field(s
     expect(alice.page.locator("[data-field=gpus]")).not_to_have_attribute("aria-invalid", "true")
 
 
-def submit_beyond_the_class_maximum(alice: Any, name: str) -> None:
+def submit_beyond_the_class_maximum(alice: Any, name: str, opened: bool = False) -> None:
     """Fill the form with a runtime limit the class refuses and submit it at once."""
-    alice.open("/jobs/")
+    if not opened:
+        alice.open("/jobs/")
     alice.page.fill("[data-field=name]", name)
     alice.page.fill("[data-field=gpus]", "1")
     alice.page.select_option("[data-field=priority_class]", "best-effort")
@@ -240,12 +241,22 @@ def test_submit_errors_from_the_api_are_shown_on_their_fields(session):
 def test_a_live_check_answering_after_the_submit_leaves_the_submits_errors(session):
     # Submitted within the live check's 250 ms debounce: the check fires after the submit and,
     # not knowing the class's runtime maximum, used to wipe the submit's error off the field.
+    # On the faked clock, paused before the fields are typed: the check's 250 ms have not passed
+    # when the submit goes, and ten seconds after its answer no check has gone and none wiped it.
     alice = session("alice")
-    submit_beyond_the_class_maximum(alice, "too-long-2")
+    opened_at = datetime(2026, 12, 7, 10, 57, 0, tzinfo=UTC)
+    alice.page.clock.install(time=opened_at)
+    checks: list[str] = []
+    alice.page.on("request", lambda request: checks.append(request.url) if "/ui/jobs/check.json" in request.url
+                  else None)
+    alice.open("/jobs/")
+    alice.page.clock.pause_at(opened_at + timedelta(minutes=1))
+    submit_beyond_the_class_maximum(alice, "too-long-2", opened=True)
     error = alice.page.locator("[data-error-for=runtime_limit_s]")
     expect(error).to_contain_text("beyond the maximum", timeout=ANSWER_TIMEOUT_MS)
-    alice.page.wait_for_timeout(1_500)  # long after the debounced check would have answered
+    alice.page.clock.run_for(10_000)  # long after the debounced check would have gone
     expect(error).to_contain_text("beyond the maximum", timeout=100)
+    assert checks == [], "a live check went after the submit"
     alice.expect_refusal("/api/v1/jobs/", 400)
 
 
