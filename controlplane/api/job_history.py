@@ -30,6 +30,23 @@ from controlplane.services import access, excel_workbook, job_history
 _MANY = {"state"}  # repeatable
 
 
+def _history_parameters(format_name: str, format_words: str) -> list[OpenApiParameter]:
+    """The history's filters, then its `format`, as the schema says them (CSV and workbook alike)."""
+    return [
+        OpenApiParameter(name, OpenApiTypes.STR, many=name in _MANY, required=False,
+                         description=str(getattr(flt, "extra", {}).get("help_text", "")) or None)
+        for name, flt in sorted(JobHistoryFilterSet.base_filters.items())
+    ] + [OpenApiParameter("format", OpenApiTypes.STR, enum=[format_name], required=False, description=format_words)]
+
+
+def _ended_jobs_asked(request: Request) -> Any:
+    """The ended jobs the reader sees, narrowed by the history's filters (a refused one a 400)."""
+    filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user), request=request)
+    if not filterset.is_valid():
+        raise filters_refused(filterset)
+    return job_history.ended_jobs(filterset.qs)
+
+
 class JobHistoryCsvView(ApiMixin, APIView):
     """The jobs that ended (succeeded, failed, cancelled, timed out), newest end first, as CSV:
     `job_id, name, team, project, user, state, exit_code, submitted_at, started_at, finished_at,
@@ -41,21 +58,13 @@ class JobHistoryCsvView(ApiMixin, APIView):
     query_parameters = frozenset(JobHistoryFilterSet.base_filters) | {"format"}
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(name, OpenApiTypes.STR, many=name in _MANY, required=False,
-                             description=str(getattr(flt, "extra", {}).get("help_text", "")) or None)
-            for name, flt in sorted(JobHistoryFilterSet.base_filters.items())
-        ] + [OpenApiParameter("format", OpenApiTypes.STR, enum=["csv"], required=False,
-                              description="Always CSV; errors are JSON unless CSV is asked for.")],
+        parameters=_history_parameters("csv", "Always CSV; errors are JSON unless CSV is asked for."),
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Any:
-        filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user),
-                                        request=request)
-        if not filterset.is_valid():
-            raise filters_refused(filterset)
+        jobs = _ended_jobs_asked(request)
         now = timezone.now()
-        response = StreamingHttpResponse(job_history.history_csv(job_history.ended_jobs(filterset.qs), now),
+        response = StreamingHttpResponse(job_history.history_csv(jobs, now),
                                          content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.csv"'
         return response
@@ -71,22 +80,14 @@ class JobHistoryXlsxView(ApiMixin, APIView):
     query_parameters = frozenset(JobHistoryFilterSet.base_filters) | {"format"}
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(name, OpenApiTypes.STR, many=name in _MANY, required=False,
-                             description=str(getattr(flt, "extra", {}).get("help_text", "")) or None)
-            for name, flt in sorted(JobHistoryFilterSet.base_filters.items())
-        ] + [OpenApiParameter("format", OpenApiTypes.STR, enum=["xlsx"], required=False,
-                              description="Always a workbook; errors are JSON.")],
+        parameters=_history_parameters("xlsx", "Always a workbook; errors are JSON."),
         responses={(200, excel_workbook.CONTENT_TYPE): OpenApiTypes.BINARY},
     )
     def get(self, request: Request) -> Any:
-        filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user),
-                                        request=request)
-        if not filterset.is_valid():
-            raise filters_refused(filterset)
+        jobs = _ended_jobs_asked(request)
         now = timezone.now()
         try:
-            workbook = job_history.history_xlsx(job_history.ended_jobs(filterset.qs), now)
+            workbook = job_history.history_xlsx(jobs, now)
         except excel_workbook.TooManyRows as error:
             raise ValidationError({"rows": [str(error)]}) from None
         return HttpResponse(

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from controlplane.services.whole_numbers import json_kind
+
 _HIDING = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 #: Text of one line: every character above, and the new line and tab too.
 ONE_LINE_REFUSED = re.compile(f"[\t\n{_HIDING}]")
@@ -37,18 +39,11 @@ class NotText(ValueError):
 
 
 def given_kind(given: Any) -> str:
-    """What a JSON value is, in JSON's words: "a number", "a boolean (true)", "a list"."""
+    """What a JSON value is, in JSON's words (whole_numbers.json_kind), a boolean said as one:
+    "a number", "a boolean (true)", "a list"."""
     if isinstance(given, bool):
         return f"a boolean ({str(given).lower()})"
-    if given is None:
-        return "null"
-    if isinstance(given, int | float):
-        return "a number"
-    if isinstance(given, list | tuple):
-        return "a list"
-    if isinstance(given, dict):
-        return "an object"
-    return type(given).__name__
+    return json_kind(given)
 
 
 def hidden_character_problem(text: str, *, lines: bool = False, offset: int = 0) -> str | None:
