@@ -125,10 +125,12 @@ def eta_until(at: datetime | None) -> str:
 
 
 @register.filter
-def dependency_eta(would_start_if: str) -> str:
-    """A job waiting for a dependency: its ETA line, none until what would put it in line
-    (services/eta_text.py, the words `qm explain` and `qm status` say)."""
-    return eta_words.dependency_eta(would_start_if)
+def no_eta(job: Any) -> str:
+    """A waiting job's ETA line when it has none: why, in the words `qm explain` and `qm status`
+    say (services/eta_text.no_eta): held, can never run as asked, until what puts it in line
+    (the engine's words, said as the page says them), or not estimated this cycle."""
+    return eta_words.no_eta(held=bool(job.hold), resolvable=job.pending_resolvable, code=job.pending_code,
+                            would_start_if=said(job.pending_would_start_if))
 
 
 @register.simple_tag

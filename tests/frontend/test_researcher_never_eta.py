@@ -1,8 +1,8 @@
 """A job that can never run as asked (here: more H100s than its team's quota and borrowing
 limit allow) showed, under "Why it waits", "ETA: no estimate yet: the jobs ahead declare no end
 the scheduler can count on": blaming jobs ahead that all have runtime limits, and promising an
-estimate that can never come. `qm explain` says "latest start: unknown" and "can it ever run:
-no, not as asked: change the request". The page now says there is no start to estimate, and
+estimate that can never come. `qm explain` says "latest start: none: it can never run as asked" (the page's
+words now too) and "can it ever run: no, not as asked: change the request". The page now says there is no start to estimate, and
 points to the change, on the page and in its live update."""
 
 from __future__ import annotations

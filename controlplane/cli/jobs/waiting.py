@@ -8,7 +8,7 @@ from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.client import Api
-from controlplane.services.eta_text import dependency_eta
+from controlplane.services import eta_text as eta_words
 from controlplane.services.percent_text import percent
 from controlplane.services.queue_rank_text import rank_in_line
 from controlplane.services.span_text import span_words
@@ -50,22 +50,19 @@ def eta_text(value: str | None, *, relative: bool) -> str:
 def latest_start_text(state: str, eta: str | None, resolvable: bool, *, relative: bool, code: str | None = None,
                       would_start_if: str = "", held: bool = False) -> str:
     """When a job is expected to start at the latest, as `qm explain` and `qm status` both say
-    it: none for a job that can never run as asked (waiting, or ended unschedulable), its ETA,
-    none until what puts it in line for one waiting for a dependency (`code`, `would_start_if`:
-    the engine gives it no ETA, as the job page says: services/eta_text.py), "unknown" for a
-    waiting job not yet estimated, "-" for one past waiting. They said "unknown" and "-" of one
-    job that could never run, as if its start were still to be estimated, and "unknown" of one
-    waiting for a dependency until 7 Dec; a `held` job, out of the queue, none while it is held,
-    as its page says (it said "unknown", as of one a cycle has yet to estimate, until 7 Dec)."""
-    if state == "pending" and held:
-        return "none while it is held"
-    if state == "unschedulable" or (state == "pending" and not resolvable):
-        return "none: it can never run as asked"
-    if eta:
+    it: its ETA, or, for a waiting job with none, why not in its page's words
+    (services/eta_text.no_eta: held, can never run as asked, waiting for a dependency, not
+    estimated this cycle); none for a job ended `unschedulable`, "-" for one past waiting.
+    Until 7 Dec a waiting job not yet estimated was "unknown" here and "no estimate this cycle:
+    the scheduler cannot promise a start for it yet" on its page, and one that can never run
+    "none: it can never run as asked" here and "none: as asked, it will never start" there."""
+    if state == "unschedulable":
+        return eta_words.NEVER
+    if state != "pending":
+        return eta_text(eta, relative=relative) if eta else "-"
+    if eta and resolvable and not held:
         return eta_text(eta, relative=relative)
-    if state == "pending" and code == "WaitingForDependency" and would_start_if:
-        return dependency_eta(would_start_if)
-    return "unknown" if state == "pending" else "-"
+    return eta_words.no_eta(held=held, resolvable=resolvable, code=code, would_start_if=would_start_if)
 
 
 def eta_told_text(job: dict[str, Any]) -> str:
