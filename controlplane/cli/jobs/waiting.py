@@ -130,8 +130,10 @@ def likely_start_text(e: dict[str, Any]) -> str:
         jobs += f" of {_size_class_text(likely)}"
     at = output.parse_time(likely["at"])
     if likely.get("passed") and at is not None:
-        ago = output.human_duration(max(0.0, (datetime.now(timezone.utc) - at).total_seconds()))
-        when = (f"would have been about {output.utc_text(likely['at'])} ({ago} ago): it waits longer than the median "
+        # to the nearest minute, as the page's "(3.0 h ago)" and qm's other distances: cut, 2 min
+        # 59 s short of 3 h read "2h59m"
+        when = (f"would have been about {output.utc_text(likely['at'])} ({output.ago(likely['at'])} ago): it waits "
+                "longer than the median "
                 "job of its size did")
     else:
         when = f"about {eta_text(likely['at'], relative=True)}"
@@ -147,4 +149,4 @@ def first_eta_text(e: dict[str, Any]) -> str:
         return ""
     late = float(first.get("late_s") or 0)
     return (f"{output.utc_text(first['at'])} (told {output.utc_text(first['told_at'])})"
-            + (f", {output.human_duration(late)} past it" if late >= 1 else ""))
+            + (f", {output.human_distance(late)} past it" if late >= 1 else ""))
