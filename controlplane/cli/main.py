@@ -473,7 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "waiting added), its team's dominant share (fair share: among equal "
                                    "priorities the lower goes first) and its runtime limit. Held jobs and jobs "
                                    "waiting for a dependency are not in line. A job that can never run as asked "
-                                   "is marked * and said below the table, with why. The first 50 unless --limit N or "
+                                   "is marked * and said below the table, with why; one that can start behind "
+                                   "such jobs has ORDER 'N (M)': N by priority, M among the jobs that can start "
+                                   "(its queue position). The first 50 unless --limit N or "
                                    "--all. --json: the API's answer (GET /api/v1/jobs/priority/: its page, "
                                    "with `count` and `next`; with --all every page's jobs in one answer).")
     p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j): one not in line is said "

@@ -11,7 +11,12 @@ from controlplane.cli import arguments, output, terminal_width
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, refusal
 from controlplane.cli.loop_state import warn
 from controlplane.services import quota_text
-from controlplane.services.queue_rank_text import rank_in_line, ranks_in_line_never
+from controlplane.services.queue_rank_text import (
+    order_cell,
+    order_cell_note,
+    rank_in_line,
+    ranks_in_line_never,
+)
 from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -110,7 +115,7 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
     # and why, as the engine said it.
     never = [r for r in body["jobs"] if r.get("can_run") is False]
     output.table(
-        [(f"{r['order']}*" if r in never else r["order"], r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
+        [(order_cell(r["order"], can_run=r.get("can_run") is not False, never_ahead=r.get("never_ahead", 0)), r["job"], output.job_name(r), r["team"], r["priority_class"], f"{r['effective_priority']:g}",
           f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
           span_words(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"], cut=["NAME"],
@@ -120,6 +125,10 @@ def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> 
     )
     for line in _never_footnotes(never, body["in_line"]):
         output.note(line)
+    # A job that can start behind such jobs: its place among the jobs that can start, as its page
+    # and `qm explain` say it, beside its rank ("7 (5)"); said once whether or not those are listed.
+    if any(r.get("can_run") is not False and r.get("never_ahead") for r in body["jobs"]):
+        output.note(order_cell_note())
     more = body["count"] - len(body["jobs"])
     if more > 0:
         output.note(f"The first {len(body['jobs']):,} of {body['count']:,}{f' of team {team}' if team else ''}; {more:,} "

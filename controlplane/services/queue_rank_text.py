@@ -21,9 +21,8 @@ def rank_in_line(order: int, in_line: int, *, can_run: bool, never_ahead: int = 
     "2 of 2 in line for the next cycle" beside "queue position: 1", one place each)."""
     if can_run and never_ahead:
         those = "the job" if never_ahead == 1 else f"the {never_ahead} jobs"
-        return (f"{order} of {in_line} by priority, {order - never_ahead} among the jobs that can start (its queue "
-                f"position): {those} ahead of it can never run as asked and the cycle places "
-                f"{'it' if never_ahead == 1 else 'them'} after every job that can start")
+        return (f"{order} of {in_line} by priority, {_among_those_that_can_start(order, never_ahead)}: {those} ahead "
+                f"of it {_placed_after('it' if never_ahead == 1 else 'them')}")
     if can_run:
         return f"{order} of {in_line} in line for the next cycle"
     return (f"{order} of {in_line} by priority alone, but as asked it can never run, so the cycle places it after "
@@ -36,3 +35,27 @@ def ranks_in_line_never(ranks: str, in_line: int) -> str:
     run, ...". `ranks`: their ranks as said ("2–51", "2–20, 24")."""
     return (f"{ranks} of {in_line} by priority alone, but as asked they can never run, so the cycle places them "
             "after every job that can start (their queue positions)")
+
+
+def _among_those_that_can_start(order: int, never_ahead: int) -> str:
+    return f"{order - never_ahead} among the jobs that can start (its queue position)"
+
+
+def _placed_after(them: str) -> str:
+    return f"can never run as asked and the cycle places {them} after every job that can start"
+
+
+def order_cell(order: int, *, can_run: bool, never_ahead: int) -> int | str:
+    """`qm sprio`'s ORDER cell: a job's rank by priority, marked `*` for one that can never run as
+    asked (`ranks_in_line_never`'s footnote), or followed by its place among the jobs that can
+    start, "7 (5)", for one behind `never_ahead` such jobs (`order_cell_note` says it): its page
+    and `qm explain` said 5 where sprio's ORDER said 7 with no mark (the researcher audit, 7 Dec)."""
+    if not can_run:
+        return f"{order}*"
+    return f"{order} ({order - never_ahead})" if never_ahead else order  # a number, as a table aligns one
+
+
+def order_cell_note() -> str:
+    """The footnote of `order_cell`'s "7 (5)", in the words of `rank_in_line`."""
+    return (f"ORDER N (M): N by priority, M among the jobs that can start (its queue position): jobs ahead of it "
+            f"{_placed_after('them')}.")

@@ -18,6 +18,10 @@ from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.slow
 
+#: The footnote of an ORDER "3 (1)": the job's place among the jobs that can start.
+NOTE = ("ORDER N (M): N by priority, M among the jobs that can start (its queue position): jobs ahead of it can never "
+        "run as asked and the cycle places them after every job that can start.")
+
 
 def test_sprio_lists_your_waiting_jobs_in_queue_order_with_their_factors(alice_qm, fleet) -> None:
     now = timezone.now()
@@ -168,10 +172,10 @@ def test_sprio_marks_a_job_that_can_never_run_as_ranked_by_priority_alone(alice_
     assert run.code == 0, run.err
     lines = run.out.splitlines()
     assert re.match(rf"1\*\s+{never.pk}\s+never\s", lines[2]), run.out
-    assert re.match(rf"2\s+{fits.pk}\s+fits\s", lines[3]), run.out
+    assert re.match(rf"2 \(1\)\s+{fits.pk}\s+fits\s", lines[3]), run.out  # 1 among those that can start
     assert lines[4] == (f"* Job {never.pk}: 1 of 2 by priority alone, but as asked it can never run, so the cycle "
                         "places it after every job that can start (its queue position). As asked it can never run.")
-    assert lines[5] == "2 jobs in line in all; ORDER is the next cycle's."
+    assert lines[5:] == [NOTE, "2 jobs in line in all; ORDER is the next cycle's."]
     assert [(r["job"], r["can_run"]) for r in body["jobs"]] == [(never.pk, False), (fits.pk, True)]
     # a queue of jobs that can all run keeps its plain ORDER and no footnote
     fits_only = alice_qm("sprio", str(fits.pk)).out
@@ -199,16 +203,17 @@ def test_sprio_says_an_arrays_never_runnable_tasks_once_not_a_line_each(alice_qm
 
     assert run.code == 0, run.err
     lines = run.out.splitlines()
-    assert len(lines) == 2 + 52 + 3, run.out
+    assert len(lines) == 2 + 52 + 4, run.out
     assert re.match(rf"1\*\s+{never.pk}\s+never\s", lines[2]), run.out
     assert re.match(rf"2\*\s+{tasks[0].pk}\s+sweep \[3\]\s", lines[3]), run.out
-    assert re.match(rf"52\s+{fits.pk}\s+fits\s", lines[53]), run.out
+    assert re.match(rf"52 \(1\)\s+{fits.pk}\s+fits\s", lines[53]), run.out
     assert lines[54:] == [
         f"* Job {never.pk}: 1 of 52 by priority alone, but as asked it can never run, so the cycle places it after "
         "every job that can start (its queue position).",
         f"* Tasks 3–52 of array sweep (50 tasks, jobs {tasks[0].pk}–{tasks[-1].pk}): 2–51 of 52 by priority alone, "
         "but as asked they can never run, so the cycle places them after every job that can start (their queue "
         "positions).",
+        NOTE,
         "52 jobs in line in all; ORDER is the next cycle's.",
     ]
     assert [(r["job"], r["array_id"], r["array_index"], r["order"], r["can_run"]) for r in body["jobs"]] == [
@@ -238,7 +243,7 @@ def test_sprio_says_why_a_job_can_never_run_and_groups_an_arrays_tasks_by_reason
     assert run.code == 0, run.err
     too_big = "Can never run on this fleet: it needs 16 GPUs on one node; the largest capable node has 8."
     no_b200 = "Can never run on this fleet: it needs GPUs of type B200; the fleet has A100-40GB (40 GB), H100-80GB (80 GB)."
-    assert run.out.splitlines()[-4:] == [
+    assert run.out.splitlines()[-5:] == [
         f"* Job {wide.pk}: 1 of 10 by priority alone, but as asked it can never run, so the cycle places it after "
         f"every job that can start (its queue position). {too_big}",
         f"* Tasks 3–8 of array sweep (6 tasks, jobs {tasks[0].pk}–{tasks[5].pk}): 2–7 of 10 by priority alone, but "
@@ -247,6 +252,7 @@ def test_sprio_says_why_a_job_can_never_run_and_groups_an_arrays_tasks_by_reason
         f"* Tasks 9–10 of array sweep (2 tasks, jobs {tasks[6].pk}–{tasks[7].pk}): 8–9 of 10 by priority alone, but "
         "as asked they can never run, so the cycle places them after every job that can start (their queue "
         f"positions). {no_b200}",
+        NOTE,
         "10 jobs in line in all; ORDER is the next cycle's.",
     ], run.out
     assert [(r["job"], r["can_run"], r["reason_code"], r["reason"]) for r in body["jobs"]] == [
@@ -254,3 +260,31 @@ def test_sprio_says_why_a_job_can_never_run_and_groups_an_arrays_tasks_by_reason
         *[(t.pk, False, "CanNeverRun", too_big) for t in tasks[:6]],
         *[(t.pk, False, "CanNeverRun", no_b200) for t in tasks[6:]],
         (fits.pk, True, None, None)]
+
+
+def test_sprio_says_a_jobs_place_among_those_that_can_start_behind_jobs_that_never_can(alice_qm, fleet) -> None:
+    """A job that can start, ranked by priority behind jobs that can never run as asked, is placed
+    before them by the cycle: its page and `qm explain` say its place among the jobs that can
+    start (its queue position), but sprio's ORDER said its rank alone with no mark (the researcher
+    audit, 7 Dec). Its ORDER says both, "3 (1)", and a footnote says what the second is, in the
+    page's words (services/queue_rank_text.py), from `jobs/priority/`'s `never_ahead`."""
+    now = timezone.now()
+    nevers = [f.make_job(fleet.ml, fleet.production, name=f"never{i}", gpus=8, submitted_at=now, queue_position=2 + i,
+                         pending_code="CanNeverRun", pending_resolvable=False) for i in range(2)]
+    fits = f.make_job(fleet.ml, fleet.research, name="fits", gpus=8, submitted_at=now - timedelta(minutes=5),
+                      pending_code="InsufficientGpus", queue_position=1)
+
+    run = alice_qm("sprio")
+    explained = alice_qm("explain", str(fits.pk)).out
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert re.match(rf"1\*\s+{nevers[0].pk}\s+never0\s", lines[2]), run.out
+    assert re.match(rf"3 \(1\)\s+{fits.pk}\s+fits\s", lines[4]), run.out
+    assert lines[7] == NOTE, run.out
+    # the same place its page and `qm explain` say
+    assert "3 of 3 by priority, 1 among the jobs that can start (its queue position)" in explained, explained
+    # listed alone, the jobs ahead are not shown: its ORDER still says its place, and the footnote what it is
+    alone = alice_qm("sprio", str(fits.pk)).out.splitlines()
+    assert re.match(rf"3 \(1\)\s+{fits.pk}\s+fits\s", alone[2]), alone
+    assert alone[3].startswith("ORDER N (M): "), alone
