@@ -3,14 +3,14 @@
     qm login [--url URL] [--username NAME] [--password-stdin]
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
-    qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
+    qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow [--exit-with-job]] | qm cancel JOB...
     qm events [--since 2h] [--kind node.state] [--node N] [--team T] [--limit N | --all]
     qm runs JOB                                                  # its runs (sacct --duplicates)
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm update ARRAY_ID --array-limit 4|none                      # a job array's task limit (Slurm's %4)
     qm history [--since yesterday] [--until today] [--state failed] [--format csv | --xlsx FILE]   (alias: qm sacct)
     qm requeue JOB... [--hold] [--reason TEXT] [--array ID [--states failed,timed_out]]  # back to the queue
-    qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
+    qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f [--exit-with-job]]
     qm showback --by team --window 7d | --month 2026-11 [--csv | --xlsx FILE]
     qm quotas [--team T]
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
@@ -193,6 +193,13 @@ def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> Non
                    help=f"elastic: the most GPUs it grows to (give both --min-gpus and --max-gpus){rigid}")
 
 
+#: qm logs -f's and qm events -f's opt-in (both exit 0 when the job ends, as docs/api.md promised).
+EXIT_WITH_JOB_HELP = ("with --follow, exit as the job did, as srun and sattach do: 0 if it succeeded, else its "
+                      "exit code (a failure's N; 143 of one stopped by SIGTERM, cancelled or timed out), or 1 when "
+                      "it has none (cancelled before it started, can never run); a requeued job's last run decides. "
+                      "Without it a follow exits 0 however the job ended")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common_options(defaults=False)
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU jobs from the command line.",
@@ -287,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "JSON object a line).")
     p.add_argument("job", nargs="?", help="the job (none: the fleet's events)")
     p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
+    p.add_argument("--exit-with-job", action="store_true", help=EXIT_WITH_JOB_HELP)
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
     p.add_argument("--since", "-S", metavar="WHEN", help="fleet: events from then on (2h, today, 10:30, an ISO time)")
     p.add_argument("--kind", "-k", action="append", metavar="KIND",
@@ -323,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generation", type=int, metavar="G", help="this run (default: the latest; qm events lists them)")
     p.add_argument("--tail", type=_last_lines, metavar="N", help="only the last N lines (each rank's)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the job has ended")
+    p.add_argument("--exit-with-job", action="store_true", help=EXIT_WITH_JOB_HELP)
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
     p.add_argument("--raw", action="store_true",
                    help="on a terminal too, print the output's escape sequences as written; by default a "

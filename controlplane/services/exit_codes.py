@@ -30,3 +30,22 @@ def said(code: int) -> str:
         except ValueError:
             return str(code)
     return str(code)
+
+
+#: The exit status of a followed job that ended without a code of its own to carry (cancelled
+#: before it started, found it can never run, a failure no agent reported a code of).
+NO_CODE_STATUS = 1
+
+
+def followed_status(state: str, code: int | None) -> int:
+    """The exit status `qm logs -f` and `qm events -f` end with under `--exit-with-job`, as
+    Slurm's `srun` and `sattach` carry the job's: 0 when it succeeded; else its exit code when it
+    has one that is not 0 (a failure's N, 137 of one killed by SIGKILL, the 143 of a job SIGTERM
+    stopped when cancelled or timed out); else `NO_CODE_STATUS`, so an ended job that did not
+    succeed never reads as success. A requeued job is followed into its next run: its last one
+    decides."""
+    if state == "succeeded":
+        return 0
+    if code is not None and 0 < code < 256:
+        return code
+    return NO_CODE_STATUS

@@ -14,6 +14,7 @@ from typing import Any
 from controlplane.cli import arguments, output, terminal_width
 from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
+from controlplane.services import exit_codes
 
 
 def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -70,8 +71,9 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
     (newest first from the API, printed oldest first as a log reads) or, with --all, every one,
     page by page (1,000 a request) up to the instant of the first request, so events written
     meanwhile do not shift the pages. A line says how many more matched."""
-    if args.follow:
-        raise CliError("--follow watches one job: give its id (qm events JOB --follow)")
+    if args.follow or args.exit_with_job:
+        raise CliError(f"--{'follow' if args.follow else 'exit-with-job'} watches one job: give its id (qm events JOB "
+                       "--follow)")
     limit = LATEST_SHOWN if args.limit is None else args.limit
     now = datetime.now(timezone.utc)
     params: dict[str, Any] = {"before": now.isoformat()}
@@ -117,6 +119,8 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
     job_id = arguments.job_id(args.job)
     if not 0 < args.interval <= 3600:  # NaN fails too; no wait can be `inf`
         raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
+    if args.exit_with_job and not args.follow:
+        raise CliError("--exit-with-job needs --follow: it exits as the job did once the job has ended")
     seen: set[int] = set()
     events = _events_after(api, job_id, seen, 0)
     if args.json and not args.follow:
@@ -136,13 +140,14 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
         output.note(f"Job {job_id} has no events.")
     seen.update(e["id"] for e in events)
     if args.follow:
-        _follow(api, args, job_id, seen)
+        return _follow(api, args, job_id, seen)
     return 0
 
 
-def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> None:
+def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> int:
     """`--follow`: the events new since, each `args.interval` seconds, until the job has
-    ended (then said, with its exit code)."""
+    ended (then said, with its exit code); 0, or with --exit-with-job the job's own status, as
+    srun's (services/exit_codes.followed_status)."""
     while True:
         job = api.request("GET", f"jobs/{job_id}/")
         # Events committed out of order land a little before the end: look back a few.
@@ -158,5 +163,5 @@ def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> 
             if not args.json:
                 code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
                 output.note(f"Job {job_id} ({job['name']}) {ended_words(job['state'])}{code}.")
-            return
+            return exit_codes.followed_status(job["state"], job["exit_code"]) if args.exit_with_job else 0
         output.pause(args.interval)  # ends at once should the reader go (`| head -3`)

@@ -14,6 +14,7 @@ from typing import Any
 from controlplane.cli import arguments, output
 from controlplane.cli.client import Api, CliError
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
+from controlplane.services import exit_codes
 from controlplane.services.run_text import run_named
 
 #: `qm logs`'s API parameters → its flags, as client.refusal names them.
@@ -65,6 +66,8 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
     # --tail and --rank are refused when parsed (main._last_lines, main._rank), before any request.
     if not 0 < args.interval <= 3600:
         raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
+    if args.exit_with_job and not args.follow:
+        raise CliError("--exit-with-job needs --follow: it exits as the job did once the job has ended")
     first = _read_logs(api, job_id, {"rank": args.rank or 0, "generation": args.generation, "tail_lines": args.tail})
     ranks = (first["ranks"] or [0]) if args.all_ranks else [args.rank or 0]
     logs = _Logs(api, job_id, args, first["generation"], ranks)
@@ -78,7 +81,7 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
     if first["job_state"] in FINISHED_STATES:
         logs.close()
         logs.say(f"--- job {job_id} {ended_words(first['job_state'])} ---")
-        return 0
+        return _ended_status(api, job_id, args)
     if first["generation"] is None:
         # Said once: a follow of a job that waits printed nothing at all, as if qm hung.
         logs.say(f"--- job {job_id} has not started yet ({first['job_state']}): its output follows once it does "
@@ -89,9 +92,18 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
     with _ctrl_c_between_rounds() as stopped:
         while not stopped.wait(args.interval):
             if logs.follow_round():
-                return 0
+                return _ended_status(api, job_id, args)
     logs.close()
     return 130
+
+
+def _ended_status(api: Api, job_id: int, args: argparse.Namespace) -> int:
+    """What a follow ends with once the job has ended: 0, or with --exit-with-job the job's own
+    status, as srun's (services/exit_codes.followed_status; its code is read once, at the end)."""
+    if not args.exit_with_job:
+        return 0
+    job = api.request("GET", f"jobs/{job_id}/")
+    return exit_codes.followed_status(job["state"], job["exit_code"])
 
 
 class _Logs:
