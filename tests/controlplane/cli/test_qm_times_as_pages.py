@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_explain_and_status_say_the_eta_as_the_reason_does(alice_qm, fleet) -> None:
-    eta = (timezone.now() + timedelta(hours=2, seconds=30)).replace(microsecond=769_399)
+    # 10 s past the 2 h, to the nearest minute "in 2h" (30 s past sat on the rounding's edge: "in 2h1m")
+    eta = (timezone.now() + timedelta(hours=2, seconds=10)).replace(microsecond=769_399)
     job = f.make_job(fleet.ml, pending_code="WaitingForReservation", queue_position=2, eta=eta,
                      pending_message=f"Holds a reservation from t={round(eta.timestamp())}.")
 
