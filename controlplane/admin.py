@@ -621,7 +621,7 @@ class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
             return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
-        """The page's quotas with what each lends now (quotas.lent_now: three queries)."""
+        """The page's quotas with what each lends now (quotas.lent_now: two queries)."""
         changelist = super().get_changelist_instance(request)
         lent = quotas.lent_now()
         for quota in changelist.result_list:

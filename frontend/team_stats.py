@@ -48,12 +48,12 @@ class QuotaRow:
 def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
     """Per team and GPU type, now: nominal quota, GPUs held, of which borrowed, and lent.
 
-    The split is the accounting's own (`usage_tiers.idle_guarantees`, docs/accounting.md),
-    applied to this instant's holdings: a team's use within its guarantee is used, beyond it
-    borrowed; borrowers run first on capacity nobody is guaranteed, and only the rest is lent by
-    the cohort's teams with unused guarantee, in proportion to what each may lend (capped by its
-    lending limit). A team holding GPUs of a type it has no quota on borrows all of them.
-    `visible_team_ids` (None: all) limits the rows returned, not the arithmetic. Three queries."""
+    A team's use within its guarantee is used, beyond it borrowed; what a cohort's teams borrow
+    is all lent by its teams with unused guarantee, as the engine admits it (quotas.
+    engine_lending_capacity, quotas.lent_now), split as the accounting splits it
+    (`usage_tiers.idle_guarantees`): in proportion to what each may lend (capped by its lending
+    limit). A team holding GPUs of a type it has no quota on borrows all of them.
+    `visible_team_ids` (None: all) limits the rows returned, not the arithmetic. Two queries."""
     quotas = list(Quota.objects.values_list(
         "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "borrowing_limit", "team__cohort_id",
         "team__name", "gpu_type__name",
@@ -71,12 +71,12 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
         held[key] = row["n"]
         names[key[0]] = row["allocation__job__team__name"]
         types[key[1]] = row["node__gpu_type__name"]
-    capacity = quotas_service.fleet_gpus_by_type()
     guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
                   for t, g, n, lend, _, c, _, _ in quotas]
-    # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
-    cells = idle_guarantees(0, 1, guarantees,
-                            [Holding(t, g, n, 0, 1) for (t, g), n in held.items()], capacity, PriceBook())
+    # One microsecond of the present: the cells' GPU-microseconds are then GPUs. Lent as the
+    # engine lends (quotas.engine_lending_capacity), as quotas.lent_now says it.
+    cells = idle_guarantees(0, 1, guarantees, [Holding(t, g, n, 0, 1) for (t, g), n in held.items()],
+                            quotas_service.engine_lending_capacity(guarantees), PriceBook())
     limits = {(q[0], q[1]): (q[4], q[3]) for q in quotas}
     wanted = None if visible_team_ids is None else set(visible_team_ids)
     rows = []

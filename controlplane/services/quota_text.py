@@ -1,10 +1,10 @@
 """How a quota's "lent now" and its limits are said, in one place: `qm quotas` (LENT NOW, MAY
 BORROW, MAY LEND), the teams page and the admin's quota list and cohort page. `qm` imports no Django, and neither does this module.
 
-GPUs are lent whole, but not by one team: the GPUs a team borrows run first on GPUs no team is
-guaranteed, the rest on the idle guarantees of every team of its cohort leaving guaranteed GPUs
-of that type idle, together, and the accounting
-(quotas.lent_now, usage_tiers.idle_guarantees) splits them in proportion to what each may lend.
+GPUs are lent whole, but not by one team: the GPUs a team borrows are charged by the engine to
+the idle guarantees of every team of its cohort leaving guaranteed GPUs of that type idle,
+together (scheduler_core's QuotaLedger, quotas.engine_lending_capacity), and quotas.lent_now
+splits them as the accounting does (usage_tiers.idle_guarantees), in proportion to what each may lend.
 Three equal lenders of 8 borrowed GPUs lend 8/3 each: said `≈2.7`, with LENT_SHARE_NOTE, so it
 does not read as 2.7 GPUs lent.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 #: What `≈` means, said once wherever a lent share is shown.
 LENT_SHARE_NOTE = (
-    "≈: a share, not a count of GPUs. A borrower runs on whole GPUs, first on GPUs no team is guaranteed; the "
-    "rest are lent by every team of its cohort leaving guaranteed GPUs of that type idle, together, each "
-    "lender's share in proportion to what each may lend (the accounting's rule, the one showback charges by). "
-    "The shares add up to the GPUs borrowed beyond those no team is guaranteed.")
+    "≈: a share, not a count of GPUs. A borrower runs on whole GPUs, lent by every team of its cohort leaving "
+    "guaranteed GPUs of that type idle, together, each lender's share in proportion to what each may lend (the "
+    "engine admits borrowing only against what the cohort's teams lend, whatever the fleet holds beyond the "
+    "guarantees). The shares add up to the GPUs the cohort's teams borrow.")
 
 
 def lent_said(gpus: float) -> str:

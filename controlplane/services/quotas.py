@@ -334,12 +334,30 @@ def above_fleet_warnings(quota: Quota, fleet: dict[int, int] | None = None,
     return warnings
 
 
-def lent_now(capacity: dict[int, int] | None = None) -> dict[tuple[int, int], float]:
+def engine_lending_capacity(guarantees: list[Guarantee]) -> dict[int, int]:
+    """Per GPU type id, the capacity the lent split (usage_tiers.idle_guarantees) must see for
+    "lent now" to say what the engine decides: the guarantees' sum, none beyond it. The engine
+    admits a team's GPUs above its nominal only against what the other teams of its cohort lend
+    (scheduler_core/quota.py, QuotaLedger: their unused nominal, capped by their lending limits,
+    less what the others already borrow), whatever the fleet holds beyond the guarantees, and
+    lets a lender reclaim them once it needs them (QuotaLedger.overdrawn). So every GPU a team of
+    a cohort borrows is lent by its cohort's teams, none runs on "capacity nobody is
+    guaranteed": with the fleet's GPUs as capacity, the GPUs of down and cordoned nodes and any
+    beyond the guarantees were taken for such capacity, and on the demo a team borrowing 30 H100
+    GPUs read as lent by nobody (7 Dec)."""
+    capacity: dict[int, int] = {}
+    for g in guarantees:
+        capacity[g.gpu_type_id] = capacity.get(g.gpu_type_id, 0) + g.nominal_gpus
+    return capacity
+
+
+def lent_now() -> dict[tuple[int, int], float]:
     """Per (team id, GPU type id) with a quota: the GPUs of its unused guarantee other teams of
-    its cohort run on now, the teams page's "lent" (the accounting's split, usage_tiers.
-    idle_guarantees, over this instant: borrowers run first on capacity nobody is guaranteed,
-    the rest is lent in proportion to what each team may lend). Three queries, two when given
-    ``capacity``: `fleet_gpus_by_type()`, read already."""
+    its cohort run on now, the teams page's "lent": the engine's rule (engine_lending_capacity:
+    a cohort's borrowing is all lent by its teams with unused guarantee), split as the
+    accounting splits it (usage_tiers.idle_guarantees: in proportion to what each may lend,
+    beyond a lowered lending limit in proportion to the unused guarantee above it). Two
+    queries."""
     guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
                   for t, g, n, lend, c in Quota.objects.values_list(
                       "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "team__cohort_id")]
@@ -347,7 +365,6 @@ def lent_now(capacity: dict[int, int] | None = None) -> dict[tuple[int, int], fl
         AllocationGpu.held().order_by()
         .values_list("allocation__job__team_id", "node__gpu_type_id").annotate(n=Count("pk"))
     )]
-    capacity = fleet_gpus_by_type() if capacity is None else capacity
     # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
-    cells = idle_guarantees(0, 1, guarantees, holdings, capacity, PriceBook())
+    cells = idle_guarantees(0, 1, guarantees, holdings, engine_lending_capacity(guarantees), PriceBook())
     return {key: float(cell.lent_gpu_us) for key, cell in cells.items()}

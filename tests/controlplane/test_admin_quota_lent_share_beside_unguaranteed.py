@@ -1,9 +1,13 @@
 """The note under a lent share says where borrowed GPUs come from, and it holds when part of the
-fleet is guaranteed to nobody: borrowers run first on those GPUs, and only the rest is lent by
-the teams whose guarantees sit idle (quotas.lent_now, the accounting's rule). Until 7 Dec the
-note said "the shares add up to the GPUs borrowed", and on the demo, after language's H100
-nominal was lowered to 2, the quota list read language 74 borrowed beside lent shares of ≈13.2
-and ≈14.8: the note said they should add up to 74."""
+fleet is guaranteed to nobody: the engine admits borrowing only against what the cohort's teams
+lend (scheduler_core's QuotaLedger), so the GPUs beyond the guarantees lend nothing and the
+shares add up to the GPUs borrowed (quotas.lent_now, quotas.engine_lending_capacity).
+
+Until 7 Dec the note said "the shares add up to the GPUs borrowed" while the figure let
+borrowers run first on GPUs no team is guaranteed (≈13.2 and ≈14.8 beside 74 borrowed on the
+demo); on 7 Dec the note was changed to say so, and later that day the figure was made to follow
+the engine, which charged all 74 to the lenders (tests/controlplane/
+test_quota_lent_follows_the_engine.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from tests.controlplane.test_admin_quota_list_lent import _list
 pytestmark = pytest.mark.django_db
 
 
-def test_lent_shares_below_the_gpus_borrowed_are_said_to_be_so(fleet, browser) -> None:  # type: ignore[no-untyped-def]
+def test_lent_shares_add_up_to_the_gpus_borrowed_beside_gpus_nobody_is_guaranteed(fleet, browser) -> None:  # type: ignore[no-untyped-def]
     # 32 H100: ml 2, vision 10, audio 10 guaranteed, 10 guaranteed to nobody; ml holds 17.
     Quota.objects.filter(team=fleet.ml).update(nominal_gpus=2)
     Quota.objects.filter(team=fleet.vision).update(nominal_gpus=10)
@@ -29,9 +33,10 @@ def test_lent_shares_below_the_gpus_borrowed_are_said_to_be_so(fleet, browser) -
          now)
     rows = _list(browser)
     assert rows[("ml", "H100-80GB")]["Above nominal (borrowed)"] == "15"
-    # 10 of the 15 run on GPUs nobody is guaranteed; the other 5 are lent, half each
-    assert [rows[(t, "H100-80GB")]["Lent now"] for t in ("audio", "vision")] == ["≈2.5", "≈2.5"]
+    # The engine charges all 15 to the unused guarantees of audio and vision (10 lendable each):
+    # half each, though 10 of the fleet's GPUs are guaranteed to nobody.
+    assert [rows[(t, "H100-80GB")]["Lent now"] for t in ("audio", "vision")] == ["≈7.5", "≈7.5"]
     html = browser.get("/admin/controlplane/quota/").content.decode().replace("&#x27;", "'")
     assert LENT_SHARE_NOTE in html
-    assert "add up to the GPUs borrowed." not in LENT_SHARE_NOTE
-    assert "first on GPUs no team is guaranteed" in LENT_SHARE_NOTE
+    assert "add up to the GPUs the cohort's teams borrow." in LENT_SHARE_NOTE
+    assert "no team is guaranteed" not in LENT_SHARE_NOTE

@@ -158,10 +158,10 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         return max(0, quotas.held_gpus(obj) - obj.nominal_gpus)
 
     def get_lent_gpus(self, obj: Quota) -> float:
-        # once per response, not per quota: the split is three queries over the whole fleet
+        # once per response, not per quota: the split is two queries over the whole fleet
         lent = self.context.get("lent_now")
         if lent is None:
-            lent = self.context["lent_now"] = quotas.lent_now(self._fleet_gpus())
+            lent = self.context["lent_now"] = quotas.lent_now()
         return round(lent.get((obj.team_id, obj.gpu_type_id), 0.0), 1)
 
     def get_warnings(self, obj: Quota) -> list[str]:
@@ -174,8 +174,8 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         return [*(w for w in said if w), *warnings]
 
     def _fleet_gpus(self) -> dict[int, int]:
-        # The fleet's GPUs per type, read once per answer for `lent_gpus` and `warnings` both (a
-        # list's rows share the serializer's context).
+        # The fleet's GPUs per type, read once per answer for `warnings` (a list's rows share the
+        # serializer's context).
         fleet: dict[int, int] | None = self.context.get("_fleet_gpus")
         if fleet is None:
             fleet = self.context["_fleet_gpus"] = quotas.fleet_gpus_by_type()
