@@ -67,6 +67,7 @@ from controlplane.services import (
     maintenance,
     nodes,
     notifications,
+    preemption_budgets,
     quota_text,
     quotas,
 )
@@ -151,10 +152,17 @@ class ConfigAudited(KeepsOthersChanges):
         else:
             obj.save()
 
+    def audit_note(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> tuple[str, dict[str, Any] | None]:
+        """What the save's event adds to its words and data (see PriorityClassAdmin), read
+        before the row is written; nothing by default."""
+        return "", None
+
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         before = config_audit.before_change(obj) if change else None
+        why, data = self.audit_note(request, obj, form, change)
         self._write(obj, form, change)
-        config_audit.record_config_change(obj, "changed" if change else "created", before, _actor(request))
+        config_audit.record_config_change(obj, "changed" if change else "created", before, _actor(request),
+                                          why=why, data=data)
 
     def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
         config_audit.record_config_change(obj, "deleted", config_audit.config_record(obj), _actor(request))
@@ -703,11 +711,27 @@ _span = config_audit.span
 
 @admin.register(PriorityClass)
 class PriorityClassAdmin(ConfigAudited):
+    def audit_note(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> tuple[str, dict[str, Any] | None]:
+        """A budget lowered under what running jobs of the class already used in the window
+        protects them from preemption until their preemptions leave it: taken, said on the page
+        (save_model) and in the event, with the numbers (services/preemption_budgets.py)."""
+        request._budget_spent_said = ""  # type: ignore[attr-defined]
+        if not change or "preemption_budget" not in form.changed_data:
+            return "", None
+        said, spent = preemption_budgets.lowered_under_use(obj, form.initial.get("preemption_budget"))
+        if not spent:
+            return "", None
+        request._budget_spent_said = said  # type: ignore[attr-defined]
+        return (f" (budget lowered under what {counted(len(spent), 'running job')} already used in the window: "
+                + "; ".join(s.said() for s in spent) + ")"), {"budget_spent": [s.record() for s in spent]}
+
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         """A stop's deadline is fixed when it is ordered (Allocation.release_deadline): a new grace
         period changes only later stops, which the admin is told when jobs of the class are
         stopping now."""
         super().save_model(request, obj, form, change)
+        if spent_said := getattr(request, "_budget_spent_said", ""):
+            self.message_user(request, spent_said, level=messages.WARNING)
         if "value" in form.changed_data and (shared := obj.value_shared_warning()):
             self.message_user(request, f"{shared}.", level=messages.WARNING)
         if {"preemption_budget", "preemptible"} & set(form.changed_data) and (none := obj.budget_warning()):

@@ -1,0 +1,96 @@
+"""Which running jobs of a priority class have spent its preemption budget in the current
+window, and until when: what lowering the budget does to them, said on saving it.
+
+A job whose preemptions inside its class's budget window reach the budget is never preempted
+again, for priority nor to give back borrowed GPUs (scheduler_core/victims.py), until enough of
+them leave the window. The window is counted as the cycle counts it (services/snapshot.py,
+_SpecReader._inside_window): the job's requeues by preemption (BUDGET_KINDS) from its events,
+or, with one preemption or its events gone, the job's count and its last preemption's time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from controlplane.models import Event, Job, PriorityClass
+from controlplane.services.config_audit import span
+from controlplane.services.fleet_figures import RUNNING_STATES
+from controlplane.services.snapshot import BUDGET_KINDS
+from scheduler_core.sentences import counted
+
+
+@dataclass(frozen=True)
+class SpentBudget:
+    """A running job whose budget is spent: ``used`` preemptions inside the window, of a budget
+    of ``budget``, spent ``until`` the earliest time it is under its budget again."""
+
+    job_id: int
+    used: int
+    budget: int
+    until: datetime
+
+    def said(self) -> str:
+        return f"job {self.job_id}: {self.used} used, spent until {self.until:%Y-%m-%d %H:%M} UTC"
+
+    def record(self) -> dict[str, object]:
+        return {"job": self.job_id, "used": self.used, "budget": self.budget, "until": self.until.isoformat()}
+
+
+def spent_budgets(priority_class: PriorityClass, now: datetime | None = None) -> list[SpentBudget]:
+    """The running jobs of ``priority_class`` whose preemptions inside its budget window reach
+    its (possibly unsaved) ``preemption_budget``, by job. None for a budget of 0 (never
+    preempted at all: PriorityClass.budget_warning says it) or a window of 0. Two queries."""
+    budget, window_s = priority_class.preemption_budget, priority_class.budget_window_s
+    if not budget or not window_s or priority_class.pk is None:
+        return []
+    now = timezone.now() if now is None else now
+    window = timedelta(seconds=window_s)
+    since = now - window
+    jobs = list(Job.objects.filter(priority_class_id=priority_class.pk, state__in=RUNNING_STATES,
+                                   preemption_count__gte=budget, last_preempted_at__gte=since)
+                .order_by("pk").values_list("pk", "preemption_count", "last_preempted_at"))
+    if not jobs:
+        return []
+    times: dict[int, list[datetime]] = {}
+    for job_id, at in (Event.objects.filter(job_id__in=[pk for pk, _, _ in jobs], kind__in=BUDGET_KINDS,
+                                            created_at__gte=since)
+                       .order_by("job_id", "created_at").values_list("job_id", "created_at")):
+        times.setdefault(job_id, []).append(at)
+    spent = []
+    for job_id, count, last in jobs:
+        inside = times.get(job_id, [])
+        if count == 1 or not inside:
+            used, until = count, last + window
+        elif len(inside) >= budget:
+            # Under the budget again once the preemption `budget` places from the last leaves it.
+            used, until = len(inside), inside[len(inside) - budget] + window
+        else:
+            continue
+        if used >= budget:
+            spent.append(SpentBudget(job_id, used, budget, until))
+    return spent
+
+
+def lowered_under_use(priority_class: PriorityClass, was: int | None,
+                      now: datetime | None = None) -> tuple[str, list[SpentBudget]]:
+    """What lowering ``priority_class``'s budget from ``was`` does to its running jobs: the
+    admin's warning and the jobs it newly protects (spent under the new budget, not under the
+    old one); ("", []) when it lowered nothing or protects no one newly."""
+    budget = priority_class.preemption_budget
+    if was is None or not budget or budget >= was:
+        return "", []
+    spent = [s for s in spent_budgets(priority_class, now) if s.used < was]
+    if not spent:
+        return "", []
+    listed = "; ".join(s.said() for s in spent[:5]) + (f"; and {len(spent) - 5} more" if len(spent) > 5 else "")
+    one = len(spent) == 1
+    return (
+        f"Priority class {priority_class.name}'s preemption budget went from {was} to {budget} per job per "
+        f"{span(priority_class.budget_window_s)}: {counted(len(spent), 'running job')} of it already used "
+        f"{budget} or more in the current window ({listed}). Until then {'it is' if one else 'each is'} never "
+        "preempted, not for priority and not to give back borrowed GPUs to a lending team. Saved as asked; to "
+        f"keep {'it' if one else 'them'} preemptible, give a budget above what {'it' if one else 'they'} used.",
+        spent,
+    )
