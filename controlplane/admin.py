@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db import models, router, transaction
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Lead
@@ -70,6 +71,7 @@ from controlplane.services import (
     preemption_budgets,
     quota_text,
     quotas,
+    scheduler_policy,
 )
 from controlplane.services import jobs as job_service
 from controlplane.services.hold_text import reason_problem
@@ -80,6 +82,28 @@ from scheduler_core.sentences import counted
 admin.site.site_header = "Quartermaster administration"
 admin.site.site_title = "Quartermaster admin"
 admin.site.index_title = "Fleet configuration"
+_models_app_list = admin.site.get_app_list
+
+
+def _app_list_with_policy(request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
+    """The index's and the sidebar's list, with "Scheduler policy" among the fleet's records
+    (SchedulerLeaseAdmin.policy_view) for whoever may view the lease: admins tune quotas and
+    priorities here and need the policy the cycle runs with beside them."""
+    apps = _models_app_list(request, app_label)
+    if not request.user.has_perm("controlplane.view_schedulerlease"):
+        return apps
+    for app in apps:
+        if app["app_label"] == "controlplane":
+            app["models"].append({
+                "model": None, "name": "Scheduler policy", "object_name": "SchedulerPolicy",
+                "perms": {"add": False, "change": False, "delete": False, "view": True},
+                "admin_url": reverse("admin:controlplane_scheduler_policy"), "add_url": None, "view_only": True,
+            })
+            app["models"].sort(key=lambda m: str(m["name"]))
+    return apps
+
+
+admin.site.get_app_list = _app_list_with_policy  # type: ignore[method-assign]
 
 
 class MembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
@@ -1168,7 +1192,29 @@ class _HookGone(Exception):
 
 @admin.register(SchedulerLease)
 class SchedulerLeaseAdmin(ShownNotEdited):
+    """The lease, and beside it the scheduler policy the cycle runs with (`policy/`, listed in
+    the admin's index as "Scheduler policy"): every setting, its value, unit, meaning and the
+    environment variable that sets it (services/scheduler_policy.py, the API's source too).
+    Read-only: the environment is the source of truth."""
+
     list_display = ("name", "holder", "epoch", "expires_at", "last_cycle_at", "last_cycle_took")
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+        return [path("policy/", self.admin_site.admin_view(self.policy_view), name="controlplane_scheduler_policy"),
+                *super().get_urls()]
+
+    def policy_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        current = scheduler_policy.policy()
+        rows = scheduler_policy.settings_described(current)
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/controlplane/schedulerlease/policy.html", {
+            **self.admin_site.each_context(request), "title": "Scheduler policy", "opts": self.opts,
+            "parts": [(part, [r for r in rows if r.part == part]) for part in ("engine", "loop")],
+            "leader": current["leader"],
+        })
     fields = ("name", "holder", "epoch", "expires_at", "renewed_at", "last_cycle_at", "last_cycle_took", "cycles",
               "generation_counter")
     readonly_fields = ("last_cycle_took",)
