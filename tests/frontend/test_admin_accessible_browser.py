@@ -1,6 +1,6 @@
 """In Chromium, signed in as an admin: Quartermaster's lists and change forms in the Django admin
 (teams, quotas, cohorts, priority classes, price rates, nodes, jobs, events, maintenance windows,
-users) get the product pages' checks (tests/frontend/test_pages_accessible_browser.py, the same
+users) and the Scheduler policy page get the product pages' checks (tests/frontend/test_pages_accessible_browser.py, the same
 audit run in the browser): every control and link named in Chromium's accessibility tree, text at
 4.5:1 on its background (3:1 when large), a visible focus ring on every Tab stop and no trap, one
 h1 and headings in order, every table's header cells scoped.
@@ -109,5 +109,9 @@ def test_quartermasters_admin_lists_and_forms_are_usable_by_keyboard_and_screen_
             admin.page.goto(f"{admin.base}/admin/{name}/{pk}/change/")
             expect(admin.page.get_by_role("textbox", name="Effective from, time (UTC)", exact=True)).to_have_count(1)
             expect(admin.page.get_by_role("textbox", name="Effective from, date", exact=True)).to_have_count(1)
+    # The read-only Scheduler policy page (SchedulerLeaseAdmin.policy_view): a page of ours.
+    admin.page.goto(admin.base + "/admin/controlplane/schedulerlease/policy/")
+    if found := _problems(admin.page):
+        report["/admin/controlplane/schedulerlease/policy/"] = found
     assert not report, "accessibility problems:\n" + "\n".join(
         f"{where}:\n" + "\n".join(f"  {k}: {v}" for k, v in found.items()) for where, found in report.items())
