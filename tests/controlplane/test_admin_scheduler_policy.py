@@ -56,6 +56,7 @@ def test_every_setting_is_said_with_its_value_unit_meaning_and_where_it_is_set(f
     assert rows["locality_weights"][0] == "0, 1, 10, 30"
     assert rows["cycle_interval_s"][3] == "environment variable QM_CYCLE_INTERVAL_S"
     assert "restart them" in html and "<form" not in html.split('id="content-main"')[1]
+    assert "Quartermaster control plane</a>" in html  # the breadcrumb names the app as the index does
 
 
 def test_the_page_follows_the_environment_as_the_api_does(fleet, browser) -> None:
