@@ -746,8 +746,7 @@ class PriorityClassAdmin(ConfigAudited):
         if not spent:
             return "", None
         request._budget_spent_said = said  # type: ignore[attr-defined]
-        return (f" (budget lowered under what {counted(len(spent), 'running job')} already used in the window: "
-                + "; ".join(s.said() for s in spent) + ")"), {"budget_spent": [s.record() for s in spent]}
+        return preemption_budgets.audit_of(spent)
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         """A stop's deadline is fixed when it is ordered (Allocation.release_deadline): a new grace

@@ -94,3 +94,13 @@ def lowered_under_use(priority_class: PriorityClass, was: int | None,
         f"keep {'it' if one else 'them'} preemptible, give a budget above what {'it' if one else 'they'} used.",
         spent,
     )
+
+
+def audit_of(spent: list[SpentBudget]) -> tuple[str, dict[str, object] | None]:
+    """What the class's config.changed event adds for the jobs a lowered budget newly protects
+    (:func:`lowered_under_use`): words after its line, and ``budget_spent`` in its data; the
+    admin's save and the API's PATCH record it alike."""
+    if not spent:
+        return "", None
+    return (f" (budget lowered under what {counted(len(spent), 'running job')} already used in the window: "
+            + "; ".join(s.said() for s in spent) + ")"), {"budget_spent": [s.record() for s in spent]}

@@ -105,3 +105,22 @@ def test_a_job_over_its_budget_is_spent_until_enough_preemptions_leave_the_windo
     fleet.research.preemption_budget = 2
     [spent] = spent_budgets(fleet.research, now)
     assert (spent.used, spent.until) == (3, now - timedelta(hours=5) + timedelta(days=1))
+
+
+def test_the_api_says_and_records_a_budget_lowered_under_use_as_the_admin_does(fleet) -> None:
+    from tests.controlplane.fleet_fixture import client_for
+    now = timezone.now()
+    job = running_job(fleet.ml, gpus=8, started_at=now, priority_class=fleet.research)
+    hold(job, [(fleet.nodes[0], 8)], now)
+    _preempted(job, now - timedelta(hours=1))
+
+    r = client_for(fleet, "admin").patch(f"/api/v1/priority-classes/{fleet.research.pk}/", {"preemption_budget": 1},
+                                         format="json")
+
+    assert r.status_code == 200, r.content
+    [said] = [w for w in r.json()["warnings"] if "already used" in w]
+    until = (now - timedelta(hours=1) + timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
+    assert "from 3 to 1 per job per 1 d" in said and f"job {job.pk}: 1 used, spent until {until} UTC" in said
+    event = Event.objects.filter(reason="PriorityClassChanged").latest("pk")
+    assert [(s["job"], s["used"], s["budget"]) for s in event.data["budget_spent"]] == [(job.pk, 1, 1)]
+    assert f"job {job.pk}: 1 used" in event.message

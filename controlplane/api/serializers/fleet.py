@@ -190,7 +190,8 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
         help_text="What this class's settings mean that may not be meant: a value shared with other classes, a "
                   "preemption budget of 0 (its jobs are never preempted, borrowed GPUs included); in the answer to a "
                   "change that lowered max_runtime_limit_s under the limits of unfinished jobs of the class, those "
-                  "jobs (they keep their limits).")
+                  "jobs (they keep their limits); of one that lowered preemption_budget under what running jobs of "
+                  "the class already used in the window, those jobs and until when they are not preempted.")
 
     class Meta:
         model = PriorityClass
@@ -213,8 +214,9 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
     def get_warnings(self, obj: PriorityClass) -> list[str]:
         warnings = (obj.value_shared_warning(self.get_same_value_as(obj)), obj.budget_warning())
         said = [f"{warning}." for warning in warnings if warning]
-        beyond = getattr(obj, "beyond_maximum_now", None)  # set by the write that answers
-        return [*said, beyond] if beyond else said
+        # set by the write that answers
+        now = [getattr(obj, "budget_spent_now", ""), getattr(obj, "beyond_maximum_now", None)]
+        return [*said, *(w for w in now if w)]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         default = attrs.get("default_runtime_limit_s", getattr(self.instance, "default_runtime_limit_s", 4 * 3600))

@@ -57,7 +57,15 @@ from controlplane.filtersets import (
     TeamFilterSet,
 )
 from controlplane.models import AllocationGpu, Cohort, GpuType, Node, PriceRate, PriorityClass, Quota
-from controlplane.services import access, cohorts, config_audit, maintenance, nodes, quotas
+from controlplane.services import (
+    access,
+    cohorts,
+    config_audit,
+    maintenance,
+    nodes,
+    preemption_budgets,
+    quotas,
+)
 from controlplane.services import jobs as job_service
 
 
@@ -296,11 +304,19 @@ class PriorityClassViewSet(AdminWritableViewSet):
 
     def perform_update(self, serializer: Any) -> None:
         """A maximum runtime limit lowered under unfinished jobs' limits is said in the answer
-        (PriorityClassSerializer.get_warnings), as on the admin's page: they keep them."""
-        most = serializer.instance.max_runtime_limit_s
-        super().perform_update(serializer)
-        if serializer.instance.max_runtime_limit_s < most:
-            serializer.instance.beyond_maximum_now = job_service.beyond_class_maximum(serializer.instance)
+        (PriorityClassSerializer.get_warnings), as on the admin's page: they keep them. So is a
+        preemption budget lowered under what running jobs of the class already used in the
+        window (services/preemption_budgets.py), which the event records too."""
+        most, budget = serializer.instance.max_runtime_limit_s, serializer.instance.preemption_budget
+        with transaction.atomic():
+            before = config_audit.before_change(serializer.instance)
+            priority_class = serializer.save()
+            said, spent = preemption_budgets.lowered_under_use(priority_class, budget)
+            why, data = preemption_budgets.audit_of(spent)
+            config_audit.record_config_change(priority_class, "changed", before, self._actor(), why=why, data=data)
+        priority_class.budget_spent_now = said
+        if priority_class.max_runtime_limit_s < most:
+            priority_class.beyond_maximum_now = job_service.beyond_class_maximum(priority_class)
 
 
 class GpuTypeViewSet(AdminWritableViewSet):
