@@ -292,7 +292,9 @@ def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
 
 def fleet_gpus_by_type() -> dict[int, int]:
     """Per GPU type id, the fleet's GPUs: every node not retired, a cordoned or down one too (it
-    may come back), as the what-if page, the teams page and the metrics count them. One query."""
+    may come back), as the what-if page and the metrics count them: what a quota above the fleet
+    is judged against (above_fleet_warnings). Not what "lent now" splits borrowing by: the engine
+    lends no GPU beyond the guarantees (engine_lending_capacity). One query."""
     capacity: dict[int, int] = {}
     for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
         capacity[gpu_type_id] = capacity.get(gpu_type_id, 0) + gpus
