@@ -479,9 +479,16 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
         if reserved:
             return
     # (its team and gang, which the outcome serves, fix the type explained and the GPUs)
-    explained = next((o for o, v in verdicts if v.admitted), None)
-    if explained is not None:
-        outcome = _behind_promises(ctx, spec, explained.gpu_type, outcome, smallest.gpus)
+    admitted = [o for o, v in verdicts if v.admitted]
+    if admitted:
+        outcome = _behind_promises(ctx, spec, admitted[0].gpu_type, outcome, smallest.gpus)
+        others = _other_types(explained_option(admitted), admitted)
+        if others:
+            outcome = outcome._replace(elsewhere=tuple(
+                _behind_promises(ctx, spec, o.gpu_type, _untried_on(
+                    ctx, spec, smallest, ctx.placer.union(o.member_classes), needs_whole=shape.needs_whole),
+                    smallest.gpus)
+                for o in others))
     ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
     _settle(ctx, spec, outcome)
 
@@ -518,14 +525,16 @@ class _Misses:
     (option, verdict, GPUs), the first option the quota admits at the smallest size, and
     whether the head's reservation (its GPUs, or its team's quota) stood in the way."""
 
-    __slots__ = ("refusal", "admitted_option", "admitted_options", "blocked_by_head", "quota_blocked",
-                 "split_refused")
+    __slots__ = ("refusal", "admitted_option", "admitted_options", "blocked_by_head", "behind_head",
+                 "quota_blocked", "split_refused")
 
     def __init__(self) -> None:
         self.refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
         self.admitted_option: TypeOption | None = None
         self.admitted_options: list[TypeOption] = []
         self.blocked_by_head = False
+        # the admitted options that would fit only on GPUs held for the head
+        self.behind_head: list[TypeOption] = []
         # the promise (the head's, a preemptor's) starting this job would take the quota of
         self.quota_blocked: BrokenPromise | None = None
         # the largest member of a gang whose mixed-type option no split fits its quotas now
@@ -562,7 +571,9 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                     misses.admitted_option = option
                 misses.admitted_options.append(option)
             grants, behind = _attempt(ctx, spec, demand, member_classes, score)
-            misses.blocked_by_head = misses.blocked_by_head or (behind and demand is smallest)
+            if behind and demand is smallest:
+                misses.blocked_by_head = True
+                misses.behind_head.append(option)
             if grants is None:
                 continue
             borrowed = verdict.borrowed
@@ -715,8 +726,26 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         _settle(ctx, spec, maintenance)
         return
     outcome = diagnose(ctx, spec, smallest, widest.member_classes, misses.blocked_by_head, needs_whole)
-    _settle(ctx, spec, _behind_promises(ctx, spec, misses.admitted_option.gpu_type, outcome,
-                                        smallest.gpus))
+    outcome = _behind_promises(ctx, spec, misses.admitted_option.gpu_type, outcome, smallest.gpus)
+    others = _other_types(widest, misses.admitted_options)
+    if others:
+        outcome = outcome._replace(elsewhere=tuple(
+            _behind_promises(ctx, spec, o.gpu_type, diagnose(
+                ctx, spec, smallest, o.member_classes, any(o is b for b in misses.behind_head),
+                needs_whole), smallest.gpus)
+            for o in others))
+    _settle(ctx, spec, outcome)
+
+
+def _other_types(explained: TypeOption, admitted: Sequence[TypeOption]) -> list[TypeOption]:
+    """The one-type options its quota admits besides the one a job that found no room is
+    explained on (``explained_option``), each with capable classes: the cycle tries them
+    all, so the job starts on whichever has room first (``Outcome.elsewhere``). None when
+    it is explained on a heterogeneous gang's option mixing types, which starts no later
+    than any of them."""
+    if explained.gpu_type is None or len(admitted) < 2:
+        return []
+    return [o for o in admitted if o is not explained and o.gpu_type is not None and all(o.member_classes)]
 
 
 def _behind_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None, outcome: Outcome,
@@ -943,7 +972,13 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
         mixed = next((o for o in options if o.gpu_type is None), None)
         refusal = split_refusal(ctx, spec, mixed, demand) if split_refused and mixed else None
         return quota_outcome(ctx, spec, options, refusal, demand, needs_whole, split_refused)
-    classes = ctx.placer.union(explained_option(admitted).member_classes)
+    return _untried_on(ctx, spec, demand, ctx.placer.union(explained_option(admitted).member_classes),
+                       needs_whole)
+
+
+def _untried_on(ctx: CycleContext, spec: JobSpec, demand: Demand, classes: tuple[int, ...],
+                needs_whole: bool) -> Outcome:
+    """Why a job the cycle had no placement attempts left for waits on these classes."""
     free = ctx.state.free_in(FLEET, 0, classes) - _free_on(
         ctx, ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s), classes)
     if free < demand.gpus:

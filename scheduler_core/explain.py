@@ -78,6 +78,12 @@ waiting for capacity (not those waiting for their quota, which may start much la
 waiting only for a maintenance window counts too (:meth:`_Explainer.place`)."""
 
 
+FIRST_ON = " It would start first on its"
+MAY_START_ON = " It may start first on its"
+"""How the sentence of a job short of room on several GPU types names the type whose start
+it tells, or (no start known there) may come first (:meth:`_Explainer._word_elsewhere`)."""
+
+
 class _Worded(NamedTuple):
     """What :func:`explain` needs of one outcome, worded once however many jobs share it (a
     named tuple: built in C, unpacked per job)."""
@@ -123,6 +129,9 @@ class _Worded(NamedTuple):
     lending_would: str = ""
     """What phase 7 asks the promises about a start before ``lending_free_at``, and its words
     (``Outcome.promised_gpus``)."""
+    on_types: tuple[_Worded, ...] = ()
+    """Short of room on several GPU types it accepts: its words per type, its first type's
+    first (``Outcome.elsewhere``; the start is the earliest)."""
 
 
 class _Explainer:
@@ -189,6 +198,8 @@ class _Explainer:
     def word(self, spec: JobSpec, outcome: Outcome) -> _Worded:
         if outcome.type_options and outcome.resolvable:
             return self._word_types(spec, outcome)
+        if outcome.elsewhere and outcome.resolvable:
+            return self._word_elsewhere(spec, outcome)
         base, code = outcome.eta, outcome.code
         quota_at: float | None = None
         capacity_part: tuple[float | None, bool] | None = None
@@ -288,6 +299,28 @@ class _Explainer:
         found = self.typed[key] = fallback._replace(alternatives=tuple(alternatives))
         return found
 
+    def _word_elsewhere(self, spec: JobSpec, outcome: Outcome) -> _Worded:
+        """A job short of room on each GPU type it accepts starts on whichever has room first:
+        it is worded once per type, as a job of that type alone would be, and
+        :meth:`_place_first_room` keeps the type with the earliest start (ties: the type it
+        prefers). The sentence of a type other than its first says so and names the others;
+        its ``would_start_if`` leads with that type's condition, the others' after it (any of
+        them starts the job)."""
+        ctx = self.ctx
+        outcomes = (outcome._replace(elsewhere=()), *outcome.elsewhere)
+        names = [type_names(ctx, o.classes) for o in outcomes]
+        worded = [self.word(spec, outcomes[0])]
+        for k in range(1, len(outcomes)):
+            o, name = outcomes[k], names[k]
+            also = " or ".join(n for i, n in enumerate(names) if i != k)
+            would = o.would_start_if
+            if o.lending_free_at is None:  # (the promises' words end it: nothing after them)
+                would = ", or ".join([would, *(x.would_start_if for i, x in enumerate(outcomes) if i != k)])
+            worded.append(self.word(spec, o._replace(
+                message=f"{o.message}{FIRST_ON} {name} GPUs (it also takes {also}).",
+                would_start_if=would)))
+        return worded[0]._replace(on_types=tuple(worded))
+
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
         width = self.ctx.state.widest(classes)
         key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes,
@@ -357,21 +390,24 @@ class _Explainer:
 
     # -- per job, along the queue --------------------------------------------------------------
 
-    def place(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
+    def place(self, spec: JobSpec, w: _Worded, position: int, dry: bool = False) -> PendingExplanation:
         """This job's explanation where it stands in the queue (thousands a cycle: the worded
         outcome is unpacked once, the job's id and promise are read once, and the rarer quota
-        terms are calls of their own)."""
+        terms are calls of their own). ``dry``: what it would be, leaving the work and the
+        quota it adds for the jobs behind it uncounted (:meth:`_place_first_room`)."""
         if w.alternatives:
             return self._place_earliest(spec, w, position)
+        if w.on_types and not dry:
+            return self._place_first_room(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
-         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _, _, _, _) = w
+         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _, _, _, _, _) = w
         message = text
         job_id = spec.id
         unpromised = job_id not in self.promised
         runtime = spec.runtime_limit_s or self.default_runtime
         if line is not None:
-            eta = self._drain(line, drains, fits_now, demand_gpus * runtime if adds and unpromised else 0.0,
-                              eta)
+            eta = self._drain(line, drains, fits_now,
+                              demand_gpus * runtime if adds and unpromised and not dry else 0.0, eta)
             if drains and eta is not None and self.after_windows and unpromised:
                 # the jobs ahead waiting only for maintenance run once it ends: leave them room
                 later = self._room_beside_window_runs(w, eta, runtime)
@@ -402,11 +438,66 @@ class _Explainer:
             eta, message, would = self._array_slot(spec, w, eta, message, would, unpromised)
         if eta is not None and self.windows and unpromised:
             eta, message = self._clear_of_windows(spec, w, eta, message)
+        if dry:
+            return pending_explanation(job_id, code, reason, message, resolvable, position, eta, would)
         if in_array:
             self.ctx.arrays.take(spec, eta)
         if charged is not None and resolvable and (head_quota is None or job_id != head_quota[4]):
             self._hold_quota_ahead(spec, charged, demand_gpus, eta)
         return pending_explanation(job_id, code, reason, message, resolvable, position, eta, would)
+
+    def _place_first_room(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
+        """:meth:`place` for a job short of room on several GPU types: each type's start as a
+        job of that type alone there would be told it (the work queued ahead on that type's
+        classes, the maintenance windows on its nodes, its quota's terms), the earliest told
+        (ties: the type it prefers; no start known on any: its first type's words). A type
+        with GPUs enough now, by their count, whose start cannot be estimated (its CPUs,
+        memory or nodes' room short, which runtime limits do not tell) may start it any time:
+        it is told that type's words with no start, as a job of that type alone is (told the
+        other type's start, a lone job started before it).
+
+        For the jobs behind it, its run still counts as on its first type (its work on that
+        type's classes, the quota it will hold, its array's slot), as before: moving it to the
+        type told made the ETAs of the jobs of one type behind it worse, and its own less
+        good, in forward runs of the 1,000-GPU benchmark fleets (the drain line does not know
+        which type's queue a job of several joins)."""
+        first = w.on_types[0]
+        if spec.array_task_limit is None:
+            return self._place_first_room_fast(spec, w, position)
+        best, start = first, math.inf
+        for alt in w.on_types:
+            eta = self.place(spec, alt, position, dry=True).eta
+            if eta is None and alt.capacity_part is not None and alt.capacity_part[1]:
+                best = alt._replace(text=alt.text.replace(FIRST_ON, MAY_START_ON))
+                break
+            if eta is not None and eta < start:
+                best, start = alt, eta
+        if best is first:
+            return self.place(spec, first, position)
+        told = self.place(spec, best, position, dry=True)
+        self.place(spec, first, position)
+        return told
+
+    def _place_first_room_fast(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
+        """:meth:`_place_first_room` for a job of no array (thousands a cycle): its first type
+        placed for good at once (a one-type option's classes are its type's alone, so what it
+        counts there changes no other type's terms), and another type's start sought only
+        where its own estimate is earlier (the later terms only delay it)."""
+        told = self.place(spec, w.on_types[0], position)
+        start = told.eta
+        first = w.on_types[0]
+        if start is None and first.capacity_part is not None and first.capacity_part[1]:
+            return told
+        for alt in w.on_types[1:]:
+            if start is not None and alt.base is not None and alt.base >= start:
+                continue
+            found = self.place(spec, alt, position, dry=True)
+            if found.eta is None and alt.capacity_part is not None and alt.capacity_part[1]:
+                return self.place(spec, alt._replace(text=alt.text.replace(FIRST_ON, MAY_START_ON)),
+                                  position, dry=True)
+            if found.eta is not None and (start is None or found.eta < start):
+                told, start = found, found.eta
+        return told
 
     def _waits_for_slot(self, spec: JobSpec) -> bool:
         """Is ``spec`` a task of an array with a task limit that holds no slot of it yet (not

@@ -55,6 +55,13 @@ class Outcome(NamedTuple):
     lending_would: str = ""
     """The condition ``would_start_if`` ends with for the promises (``, and job big has run
     ...``), dropped when they do not hold the job back."""
+    elsewhere: tuple[Outcome, ...] = ()
+    """For a job short of room that accepts several GPU types (a gang runs on one): why it
+    found none on each other type its quota admits, in its order of preference (this outcome
+    is its first type's). The cycle tries every such type, so it starts on whichever has room
+    first: phase 7 estimates each and tells the earliest. Until 7 Dec only the first type was
+    estimated: an 8-GPU job taking a100 or h100, its a100 nodes busy until t=3000 and an h100
+    node free at t=1000, was told t=3000 and started at t=1000."""
 
     @property
     def reason(self) -> str:

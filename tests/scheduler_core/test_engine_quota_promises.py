@@ -466,12 +466,12 @@ def test_a_preemptor_starting_a_grace_period_late_is_judged_by_when_it_would_end
     assert why(plan, "pre").eta == NOW + 3600 + 600  # once big has run
 
 
-def _ml_promised_big(ml_quota: int = 16, ml_running_until: float | None = None):
+def _ml_promised_big(ml_quota: int = 16, ml_running_until: float | None = None, j_types: tuple[str, ...] = ()):
     """Team ml (quota ``ml_quota``, no cohort) and cv (24) on three nodes, cv's jobs holding
     n0 until t=3600, n1 until t=7200 and n2 until t=10800; with ``ml_running_until``, a
     fourth node n3 held by ml's m (8 GPUs) until then. ml's big (16 GPUs, 2 h) is reserved
     n0 and n1 from t=7200, promised 16 of ml's quota until t=14400; ml's j (8 GPUs, 2 h)
-    fits that quota alone, not beside big."""
+    fits that quota alone, not beside big (of the GPU types ``j_types``, any when empty)."""
     cluster = (make_cluster().nodes(3 if ml_running_until is None else 4).at(0)
                .quota("ml", "a100", ml_quota).quota("cv", "a100", 24)
                .running(make_running(make_job("c0").team("cv").gpus(8).limit(3600)).whole("n0"),
@@ -481,7 +481,7 @@ def _ml_promised_big(ml_quota: int = 16, ml_running_until: float | None = None):
         cluster = cluster.running(
             make_running(make_job("m").team("ml").gpus(8).limit(ml_running_until)).whole("n3"))
     return cluster.pending(make_job("big").team("ml").gpus(16).limit(7200).submitted(0),
-                           make_job("j").team("ml").gpus(8).limit(7200).submitted(1))
+                           make_job("j").team("ml").gpus(8).types(*j_types).limit(7200).submitted(1))
 
 
 def _ml_preempts_for_urgent(urgent_limit: float | None, cohort: str | None = None):
@@ -571,14 +571,17 @@ def test_a_job_refused_its_teams_quota_promised_to_its_jobs_ahead_starts_no_earl
     assert explanation.would_start_if.endswith(would)
 
 
+def _past_the_budget(j_types: tuple[str, ...]):
+    return (_ml_promised_big(j_types=j_types).nodes(1, gpu_type="h100", prefix="h").gpu_type("h100", 80)
+            .pending(make_job("f1").team("cv").priority("high").types("h100").gpus(8)
+                     .limit(3600).submitted(1)))
+
+
 def test_a_job_past_the_placement_budget_refused_its_teams_promised_quota_is_told_the_same():
     # f1 (h100, high priority) spends the cycle's one placement attempt: big is reserved
-    # untried (reserve_untried), and j, explained from the indexes (cycle._decide_untried),
-    # was told t=10800 from runtime limits as well
-    plan = (_ml_promised_big().nodes(1, gpu_type="h100", prefix="h").gpu_type("h100", 80)
-            .pending(make_job("f1").team("cv").priority("high").types("h100").gpus(8)
-                     .limit(3600).submitted(1))
-            .plan(SchedulerConfig(max_placement_attempts=1)))
+    # untried (reserve_untried), and j (a100 only), explained from the indexes
+    # (cycle._decide_untried), was told t=10800 from runtime limits as well
+    plan = _past_the_budget(("a100",)).plan(SchedulerConfig(max_placement_attempts=1))
     assert bound(plan).keys() == {"f1"}
     assert [r.job_id for r in plan.reservations] == ["big"]
     explanation = why(plan, "j")
@@ -587,6 +590,18 @@ def test_a_job_past_the_placement_budget_refused_its_teams_promised_quota_is_tol
         "Estimated start t=14400: its team's quota of a100 GPUs is promised to job big from "
         "t=7200 (16 GPUs), and has room for this job only once job big has run (by its runtime "
         "limit).")
+
+
+def test_a_job_past_the_placement_budget_taking_either_type_is_told_the_start_on_its_other_type():
+    # The same j taking any type: ml has no quota on h100 (none governs it), and h0 frees when
+    # f1 has run, at t=3600, where j starts. Until 7 Dec it was told its a100 start, t=14400.
+    snap = _past_the_budget(()).snapshot()
+    config = SchedulerConfig(max_placement_attempts=1)
+    first, starts = evolve(snap, config)
+    explanation = why(first, "j")
+    assert explanation.message == ("Needs 8 h100 GPUs; 0 are free. It would start first on its h100 "
+                                   "GPUs (it also takes a100). Estimated start t=3600 from runtime limits.")
+    assert (explanation.eta, starts.get("j")) == (3600.0, 3600.0)
 
 
 def _ml_promised_big_beside_a_small_node(j_limit: float, ml_quota: int = 16,
