@@ -478,6 +478,24 @@ class _Explainer:
         self.place(spec, first, position)
         return told
 
+    def _no_earlier(self, alt: _Worded, start: float) -> bool:
+        """Can this type's start be no earlier than ``start``, by its own estimate or by the
+        work queued ahead on its classes (the terms :meth:`place` adds after them only
+        delay it)?"""
+        base = alt.base
+        if base is not None and base >= start:
+            return True
+        line = alt.line
+        if line is None or not alt.drains or (base is None and not alt.fits_now):
+            return False
+        ahead = self.ahead
+        work = 0.0
+        for c, _ in line.spread:
+            work += ahead[c]
+        # (the work ahead only grows along the queue: the line's cursor may move on)
+        drained = line.drained(work) if work > 0 else None
+        return drained is not None and drained >= start
+
     def _place_first_room_fast(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """:meth:`_place_first_room` for a job of no array (thousands a cycle): its first type
         placed for good at once (a one-type option's classes are its type's alone, so what it
@@ -489,7 +507,7 @@ class _Explainer:
         if start is None and first.capacity_part is not None and first.capacity_part[1]:
             return told
         for alt in w.on_types[1:]:
-            if start is not None and alt.base is not None and alt.base >= start:
+            if start is not None and self._no_earlier(alt, start):
                 continue
             found = self.place(spec, alt, position, dry=True)
             if found.eta is None and alt.capacity_part is not None and alt.capacity_part[1]:
