@@ -13,6 +13,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from controlplane.api.errors import PayloadTooLarge
+from controlplane.services.given_once import given_twice
 from controlplane.services.whole_numbers import is_whole_number
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -31,7 +32,7 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise ValueError(f"the key {key[:64]!r} is given twice in one object; give each key once")
+                raise ValueError(given_twice(f"the key {key[:64]!r}", "key", where=" in one object"))
             seen.add(key)
     return obj
 

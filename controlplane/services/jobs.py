@@ -30,6 +30,7 @@ from controlplane.agent.members import PROCESS_ENV_NAMES
 from controlplane.choices import DependencyMode, EventKind, JobHold, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, dependencies, fleet_capability, hold_text
+from controlplane.services.given_once import given_twice
 from controlplane.services.transitions import event_fields
 from controlplane.services.whole_numbers import is_whole_number, whole_number
 from scheduler_core.sentences import counted, duration, gang_roles, span_words
@@ -223,7 +224,7 @@ def parse_array(spec: str) -> list[int]:
         for index in range(first, last + 1, step):
             if index in indices:
                 where = "" if indices[index] == part else f", in {indices[index]} and in {part}"
-                raise ValueError(f"index {index} is given twice{where}: give each index once")
+                raise ValueError(given_twice(f"index {index}", "index", where=where))
             indices[index] = part
         if len(indices) > MAX_ARRAY_TASKS:
             raise ValueError(f"an array holds at most {MAX_ARRAY_TASKS} tasks")

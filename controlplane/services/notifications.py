@@ -69,6 +69,7 @@ from django.utils import timezone
 from controlplane import triggers
 from controlplane.choices import EventKind, JobState, NotifyOn, Role
 from controlplane.models.events import actor_name
+from controlplane.services.given_once import repeated_problem
 
 if TYPE_CHECKING:
     from controlplane.models import Event, NotificationDelivery, NotificationHook
@@ -579,12 +580,8 @@ def events_problem(events: Any) -> str | None:
     if unknown:
         return f"{', '.join(repr(u)[:40] for u in unknown)} {'is' if len(unknown) == 1 else 'are'} not " \
                f"an event: use {', '.join(known)}."
-    # Refused, not collapsed: a list read back shorter than it was sent says the client's list
-    # was not what it meant (a hook's events are a set; the list says each once).
-    repeated = [event for n, event in enumerate(events) if event in events[:n]]
-    if repeated:
-        return f"{repeated[0]!r} is given twice: give each event once"
-    return None
+    # a hook's events are a set; the list says each once (services/given_once.py)
+    return repeated_problem(events, "event")
 
 
 # ---------------------------------------------------------------------------------- sending

@@ -19,6 +19,7 @@ from rest_framework.relations import MANY_RELATION_KWARGS
 
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.models.names import nothing_visible_problem
+from controlplane.services.given_once import repeated_problem
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import InstantRefused, instant_from_text
 from controlplane.services.jobs import env_problem as job_env_problem
@@ -295,15 +296,37 @@ def no_record_named(records: Any, given: str, *, slug_field: str = "name", lists
     return said
 
 
+class OnceEachListField(serializers.ListField):
+    """A list that is a set: each item given once (services/given_once.py), a repeat refused
+    naming it ("'H100-80GB' is given twice: give each type once"), where DRF's ListField kept it
+    and the code after it collapsed the two silently. `each`: what one item is, in those words."""
+
+    def __init__(self, *, each: str, **kwargs: Any) -> None:
+        self.each = each
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> list[Any]:
+        items: list[Any] = super().to_internal_value(data)
+        problem = repeated_problem(items, self.each)
+        if problem:
+            raise serializers.ValidationError(problem, code="given_twice")
+        return items
+
+
 class NamedRecordListField(serializers.ManyRelatedField):
-    """A list of NamedRecordField names. DRF's ManyRelatedField iterates anything iterable but a
-    string, so an object was read as the list of its keys: `{"priority_classes": {"research": 1,
-    "batch": 0}}` gave a team both classes."""
+    """A list of NamedRecordField names, each given once. DRF's ManyRelatedField iterates anything
+    iterable but a string, so an object was read as the list of its keys: `{"priority_classes":
+    {"research": 1, "batch": 0}}` gave a team both classes; and a name given twice was one
+    record in the many-to-many set, the list read back shorter than it was sent."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             raise serializers.ValidationError(f"give a list of names, not {json_kind(data)}", code="not_a_list")
-        return super().to_internal_value(data)
+        records = super().to_internal_value(data)
+        problem = repeated_problem((str(item) for item in data), "name") if len(set(records)) < len(records) else None
+        if problem:
+            raise serializers.ValidationError(problem, code="given_twice")
+        return records
 
 
 class NamedRecordField(serializers.SlugRelatedField):

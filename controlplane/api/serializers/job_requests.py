@@ -20,6 +20,7 @@ from controlplane.api.serializers.fields import (
     HoldReasonField,
     NamedChoiceField,
     NameField,
+    OnceEachListField,
     StrictFieldsMixin,
     TextField,
     WholeNumberField,
@@ -72,8 +73,8 @@ class RequeueSerializer(StrictFieldsMixin, serializers.Serializer):
 class ArrayRequeueSerializer(RequeueSerializer):
     """`POST job-arrays/{id}/requeue/`: as a job's, and which tasks: by their state."""
 
-    states = serializers.ListField(
-        child=serializers.ChoiceField(
+    states = OnceEachListField(
+        each="state", child=serializers.ChoiceField(
             choices=["running", "succeeded", "failed", "cancelled", "timed_out"],
             error_messages={"invalid_choice": "\"{input}\" cannot be requeued; choose among running, succeeded, "
                                               "failed, cancelled, timed_out"}),
@@ -96,8 +97,8 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
     gpus_per_member = WholeNumberField(
         min_value=1, max_value=MAX_GPUS_PER_NODE, help_text="GPUs of each member, on one node.")
     gpu_type = TextField(required=False, max_length=64, help_text="Shorthand for gpu_types=[…].")
-    gpu_types = serializers.ListField(child=TextField(max_length=64), required=False, max_length=32,
-                                      help_text="Acceptable GPU types of this role; omitted: the job's.")
+    gpu_types = OnceEachListField(each="type", child=TextField(max_length=64), required=False, max_length=32,
+                                  help_text="Acceptable GPU types of this role, each once; omitted: the job's.")
     min_gpu_memory_gb = _count(required=False, default=0)
     cpus_per_gpu = _count(required=False, default=0)
     memory_gb_per_gpu = _count(required=False, default=0)
@@ -106,7 +107,7 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
         if "gpu_type" in attrs and attrs.get("gpu_types"):
             raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
         gpu_type = attrs.pop("gpu_type", None)
-        attrs["gpu_types"] = list(dict.fromkeys(attrs.get("gpu_types") or ([gpu_type] if gpu_type else [])))
+        attrs["gpu_types"] = list(attrs.get("gpu_types") or ([gpu_type] if gpu_type else []))
         return attrs
 
 
@@ -246,9 +247,9 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     gpu_type = TextField(
         required=False, max_length=64, help_text="One acceptable GPU type (shorthand for gpu_types=[…])."
     )
-    gpu_types = serializers.ListField(
-        child=TextField(max_length=64), required=False, max_length=32,
-        help_text="Acceptable GPU types; omitted or empty: any type.",
+    gpu_types = OnceEachListField(
+        each="type", child=TextField(max_length=64), required=False, max_length=32,
+        help_text="Acceptable GPU types, each once; omitted or empty: any type.",
     )
     min_gpu_memory_gb = _count(required=False, default=0, help_text="Minimum device memory per GPU.")
     cpus_per_gpu = _count(required=False, default=0)
@@ -389,7 +390,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     @staticmethod
     def _submit_request(data: dict[str, Any]) -> SubmitRequest:
         gpu_type = data.pop("gpu_type", None)
-        gpu_types = tuple(dict.fromkeys(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else [])))
+        gpu_types = tuple(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else []))
         roles = tuple(dict(role) for role in data.pop("roles", None) or ())
         data["dependencies"] = tuple(dict(item) for item in data.pop("dependencies", None) or ())
         data["dependency_mode"] = str(data.get("dependency_mode") or DependencyMode.ALL)
@@ -469,7 +470,7 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
         if "gpu_type" in attrs:
             attrs["gpu_types"] = [attrs.pop("gpu_type")]
         if "gpu_types" in attrs:
-            attrs["gpu_types"] = list(dict.fromkeys(attrs["gpu_types"] or ()))
+            attrs["gpu_types"] = list(attrs["gpu_types"] or ())
         combine_dependency_mode(attrs, submit=False)
         return attrs
 

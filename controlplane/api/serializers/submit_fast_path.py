@@ -11,9 +11,17 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import ENV_NAME, MAX_INT, EnvField, NameField, TextField
+from controlplane.api.serializers.fields import (
+    ENV_NAME,
+    MAX_INT,
+    EnvField,
+    NameField,
+    OnceEachListField,
+    TextField,
+)
 from controlplane.api.serializers.job_requests import JobSubmitSerializer
 from controlplane.models.names import name_problem
+from controlplane.services.given_once import repeated_problem
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import env_problem as job_env_problem
 from controlplane.services.jobs import shape_errors as job_shape_errors
@@ -70,11 +78,14 @@ def _choice_check(field: serializers.ChoiceField) -> _Check:
 def _list_check(field: serializers.ListField) -> _Check:
     item = _field_check(field.child)
     most = field.max_length
+    once_each = isinstance(field, OnceEachListField)
 
     def check(value: Any) -> Any:
         if type(value) is not list or (most is not None and len(value) > most):
             return _INVALID
         out = [item(v) for v in value]
+        if once_each and repeated_problem(out, field.each):
+            return _INVALID  # a value given twice: the serializer names it
         return _INVALID if any(v is _INVALID for v in out) else out
 
     return check
@@ -164,4 +175,4 @@ def plain_submit_request(data: Any, serializer_class: type[JobSubmitSerializer])
                         min_gpus=values.get("min_gpus"), max_gpus=values.get("max_gpus"),
                         members_on_distinct_nodes=values["members_on_distinct_nodes"]):
         return None  # a shape the rules fault: the serializer explains, naming each field
-    return SubmitRequest(gpu_types=tuple(dict.fromkeys(gpu_types or ([gpu_type] if gpu_type else []))), **values)
+    return SubmitRequest(gpu_types=tuple(gpu_types or ([gpu_type] if gpu_type else [])), **values)

@@ -368,7 +368,7 @@ def _requeue_fields(request: Request, serializer: Any) -> tuple[bool, str, list[
         return False, "", [JobState.RUNNING.value]
     body = serializer(data=request.data)
     body.is_valid(raise_exception=True)
-    states = list(dict.fromkeys(body.validated_data.get("states") or [JobState.RUNNING.value]))
+    states = list(body.validated_data.get("states") or [JobState.RUNNING.value])
     return bool(body.validated_data.get("hold")), str(body.validated_data.get("reason", "")), states
 
 

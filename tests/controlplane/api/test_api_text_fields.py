@@ -250,3 +250,52 @@ def test_a_command_and_an_environment_value_may_have_several_lines_and_tabs(alic
     job = Job.objects.get()
     assert job.command == "cd /data\n\tpython train.py" and job.env == {"KEY": "line 1\nline 2"}
     assert s.plain_submit_request(body, s.JobSubmitSerializer) is not None
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"name": "train", "gpus": 1, "gpu_types": ["H100-80GB", "A100-40GB", "H100-80GB"]}, "gpu_types"),
+    ({"name": "gang", "gpus": 3, "roles": [
+        {"name": "learner", "count": 1, "gpus_per_member": 2},
+        {"name": "rollout", "count": 1, "gpus_per_member": 1, "gpu_types": ["H100-80GB", "H100-80GB"]}]},
+     "roles.1.gpu_types"),
+], ids=["job", "role"])
+def test_a_submit_giving_a_gpu_type_twice_is_a_400_naming_it(alice: APIClient, fleet: Fleet, body: dict[str, Any],
+                                                            field: str) -> None:
+    # until 7 Dec the two were collapsed into one: the job read back with a shorter list than sent
+    r = _post(alice, "jobs/", {"team": "ml", **body})
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {field: ["'H100-80GB' is given twice: give each type once"]}, r.json()
+    assert not Job.objects.exists()
+
+
+def test_a_change_giving_a_gpu_type_twice_is_a_400_naming_it(alice: APIClient, fleet: Fleet) -> None:
+    job = _post(alice, "jobs/", {"team": "ml", "name": "train", "gpus": 1, "hold": True,
+                                 "gpu_types": ["A100-40GB"]}).json()
+
+    r = alice.patch(f"{J}/jobs/{job['id']}/", data=json.dumps({"gpu_types": ["H100-80GB", "H100-80GB"]}),
+                    content_type="application/json")
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {"gpu_types": ["'H100-80GB' is given twice: give each type once"]}, r.json()
+    assert Job.objects.get(pk=job["id"]).gpu_types == ["A100-40GB"]
+
+
+def test_a_team_given_one_priority_class_twice_is_a_400_naming_it(admin: APIClient, fleet: Fleet) -> None:
+    r = admin.patch(f"{J}/teams/{fleet.ml.pk}/", data=json.dumps({"priority_classes": ["research", "research"]}),
+                    content_type="application/json")
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {"priority_classes": ["'research' is given twice: give each name once"]}, r.json()
+    assert not Team.objects.get(pk=fleet.ml.pk).priority_classes.exists()
+
+
+def test_an_array_requeue_given_one_state_twice_is_a_400_naming_it(alice: APIClient, fleet: Fleet) -> None:
+    array = _post(alice, "job-arrays/", {"team": "ml", "name": "sweep", "gpus": 1, "array": "0-1"}).json()
+    Job.objects.filter(array_id=array["array_id"]).update(state="failed")
+
+    r = _post(alice, f"job-arrays/{array['array_id']}/requeue/", {"states": ["failed", "failed"]})
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {"states": ["'failed' is given twice: give each state once"]}, r.json()
+    assert set(Job.objects.filter(array_id=array["array_id"]).values_list("state", flat=True)) == {"failed"}
