@@ -42,6 +42,7 @@ from controlplane.models import (
 from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services import access, job_history
 from controlplane.services.instants import InstantRefused, instant_from_text
+from controlplane.services.plain_text import hidden_character_problem
 from controlplane.services.whole_numbers import NotAWholeNumber, whole_number
 from controlplane.services.yes_or_no import NotYesOrNo, yes_or_no
 
@@ -71,6 +72,31 @@ def refusals(filterset: filters.FilterSet) -> dict[str, list[tuple[str, str]]]:
         ]
         for name, errors in filterset.errors.as_data().items()
     }
+
+
+class PlainTextFormField(forms.CharField):
+    """A text query parameter (a name, part of one, an event's reason, a record's name), read by
+    the API's one rule for text (services/plain_text.py): one line, holding no character that
+    hides what it says, refused in the words a body's field says it ("contains a control
+    character (U+001B, an escape) at position 4"). Until 7 Dec a NUL was refused in Django's
+    words ("Null characters are not allowed.") and an escape or a right-to-left override was
+    looked for (`?name=` listed nothing, `?team=` echoed it back in "no team named …")."""
+
+    def to_python(self, value: Any) -> str:
+        text: str = super().to_python(value)
+        if text:
+            trimmed = len(value) - len(value.lstrip()) if self.strip and isinstance(value, str) else 0
+            problem = hidden_character_problem(text, offset=trimmed)
+            if problem:
+                # a parameter, not the text: refusals() and the form %-format the message
+                raise forms.ValidationError("%(said)s", code="hidden_character", params={"said": problem})
+        return text
+
+
+class TextFilter(filters.CharFilter):
+    """A filter on text, its value read by the one rule for text (PlainTextFormField)."""
+
+    field_class = PlainTextFormField
 
 
 class InstantField(forms.Field):
@@ -216,7 +242,7 @@ class IdsFilter(filters.BaseInFilter, IdFilter):
     base_field_class = NoEmptyItemsCSVField
 
 
-class NamedRecordFilter(filters.CharFilter):
+class NamedRecordFilter(TextFilter):
     """A related record by its name, refused unless it names one of `records(reader)`, the
     records the request's user may see (module docstring): a 400 naming the parameter, where a
     typo matched nothing and read as "no jobs". `scope` says whose the records are when they
@@ -243,8 +269,6 @@ class NamedRecordFilter(filters.CharFilter):
         return self._field  # type: ignore[no-any-return]
 
     def refuse_unknown(self, value: str) -> None:
-        if "\x00" in value:
-            return  # refused by the CharField's own validator, which does not stop the others
         request = getattr(self.parent, "request", None)
         records = self.records(getattr(request, "user", None) or AnonymousUser())
         if not records.filter(**{self.slug_field: value}).exists():
@@ -357,9 +381,9 @@ class JobFilterSet(ListFilterSet):
                   "since a job keeps its last reason after it leaves the queue. A code it does not know is "
                   "a 400 listing the codes (a typo listed nothing).",
     )
-    name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
+    name = TextFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
     # squeue -n and scancel -n: `qm list -n train` lists what `qm cancel -n train` cancels, not pretrain-7b.
-    name_exact = filters.CharFilter(field_name="name", lookup_expr="exact", distinct=False,
+    name_exact = TextFilter(field_name="name", lookup_expr="exact", distinct=False,
                                     help_text="The whole job name, as written (any case differs).")
     node = NamedRecordFilter(
         method="filter_node", records=_everyone(Node),
@@ -423,7 +447,7 @@ class JobHistoryFilterSet(JobFilterSet):
 
 
 class TeamFilterSet(ListFilterSet):
-    name = filters.CharFilter(field_name="name")
+    name = TextFilter(field_name="name")
     cohort = NamedRecordFilter(field_name="cohort__name", records=_everyone(Cohort), lists_names=True,
                                help_text="Cohort name.")
 
@@ -435,7 +459,7 @@ class TeamFilterSet(ListFilterSet):
 class ProjectFilterSet(ListFilterSet):
     team = NamedRecordFilter(field_name="team__name", records=access.visible_teams, scope=READ_SCOPE,
                              help_text="Team name: one you may read, else a 400.")
-    name = filters.CharFilter(field_name="name")
+    name = TextFilter(field_name="name")
 
     class Meta:
         model = Project
@@ -443,7 +467,7 @@ class ProjectFilterSet(ListFilterSet):
 
 
 class CohortFilterSet(ListFilterSet):
-    name = filters.CharFilter(field_name="name")
+    name = TextFilter(field_name="name")
 
     class Meta:
         model = Cohort
@@ -462,7 +486,7 @@ class QuotaFilterSet(ListFilterSet):
 
 
 class PriorityClassFilterSet(ListFilterSet):
-    name = filters.CharFilter(field_name="name")
+    name = TextFilter(field_name="name")
     preemptible = BooleanFilter(field_name="preemptible")
 
     class Meta:
@@ -471,7 +495,7 @@ class PriorityClassFilterSet(ListFilterSet):
 
 
 class GpuTypeFilterSet(ListFilterSet):
-    name = filters.CharFilter(field_name="name")
+    name = TextFilter(field_name="name")
     min_memory_gb = IntegerFilter(field_name="memory_gb", lookup_expr="gte", min_value=0)
 
     class Meta:
@@ -492,7 +516,7 @@ class PriceRateFilterSet(ListFilterSet):
 
 
 class NodeFilterSet(ListFilterSet):
-    name = filters.CharFilter(field_name="name")
+    name = TextFilter(field_name="name")
     # A node's pool, leaf switch and spine are refused as an unknown gpu_type is, listing the
     # ones there are: `?pool=nosuch` answered an empty list, as if the pool had no node.
     pool = NamedRecordFilter(field_name="pool", records=_everyone(Node), slug_field="pool", called=("pool", "pools"),
@@ -529,7 +553,7 @@ class EventFilterSet(ListFilterSet):
     node = NamedRecordFilter(field_name="node__name", records=_everyone(Node), help_text="Node name.")
     team = NamedRecordFilter(field_name="team__name", records=access.member_teams, scope=" whose events you may read",
                              help_text="Team name: one whose events you may read, else a 400.")
-    reason = filters.CharFilter(field_name="reason")
+    reason = TextFilter(field_name="reason")
     after = IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     before = IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 

@@ -41,6 +41,7 @@ from controlplane.api.serializers.fields import (
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
+from controlplane.services.plain_text import hidden_character_problem
 
 
 class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSerializer):
@@ -161,10 +162,11 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         unknown = sorted(set(request.query_params) - self.LIST_PARAMETERS)
         if unknown:
             raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.LIST_PARAMETERS))}."]})
-        if "\x00" in request.query_params.get("user", ""):
-            # No username holds one, and PostgreSQL cannot even compare text with it (a DataError,
-            # a 500): refused as the filtersets refuse it on their own parameters.
-            raise ValidationError({"user": ["Null characters are not allowed."]})
+        problem = hidden_character_problem(request.query_params.get("user", ""))
+        if problem:
+            # No username holds one, and PostgreSQL cannot even compare text with a NUL (a
+            # DataError, a 500): refused by the one rule for text, as the filtersets refuse it.
+            raise ValidationError({"user": [problem]})
         user = request.query_params.get("user")
         if user and access.access_of(request.user).is_admin:
             users = get_user_model().objects.all()

@@ -1,8 +1,10 @@
 """The one rule for the text the API takes (a name, a description, a reason, a command): given as
 text, and holding no character that hides or disguises what it says. The API's serializer fields
 (api/serializers/fields.TextField and the kinds built on it), the models' name validator
-(models/names.py, so the admin's forms say it alike) and the services that read a reason outside
-a serializer (holds, requeues, maintenance windows) all ask it here.
+(models/names.py, so the admin's forms say it alike), the services that read a reason outside
+a serializer (holds, requeues, maintenance windows), the text query parameters
+(filtersets.PlainTextFormField, serializers' NamedRecordField, the hooks list's `?user=`) and
+the node agent's protocol (api/agent.py) all ask it here.
 
 Text is a JSON string: a number or a boolean where text goes is refused, not turned into its
 digits. DRF's CharField read `{"name": 12345}` as "12345" and `1e20` as "1e+20", and a job file

@@ -330,8 +330,9 @@ class NamedRecordListField(serializers.ManyRelatedField):
 
 
 class NamedRecordField(serializers.SlugRelatedField):
-    """A related record given by its name. Text PostgreSQL cannot store (NUL) cannot name a
-    record either: refused as CharField refuses it, instead of a 500 from the lookup. A name
+    """A related record given by its name, read by the one rule for text (services/plain_text.py):
+    a NUL (which PostgreSQL cannot compare, a 500 from the lookup until 4 Dec), an escape or a
+    bidirectional control names no record, and is said as a TextField says it. A name
     that is no record is refused in words ("no cohort named 'shared'"), with the names there
     are when `lists_names` (records everyone may know of: cohorts, priority classes, GPU
     types), where DRF said "Object with name=shared does not exist."."""
@@ -347,8 +348,9 @@ class NamedRecordField(serializers.SlugRelatedField):
             key: value for key, value in kwargs.items() if key in MANY_RELATION_KWARGS})
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, str) and "\x00" in data:
-            raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
+        problem = hidden_character_problem(data) if isinstance(data, str) else None
+        if problem:  # no record's name holds one (and PostgreSQL cannot compare text with a NUL)
+            raise serializers.ValidationError(problem, code="hidden_character")
         if isinstance(data, bool) or not isinstance(data, str | int):
             # 1.5 fell to DRF's "Object with name=1.5 does not exist.", a list to "Invalid value.",
             # true was looked up as a record named 'True'; a whole number still reads as its digits
