@@ -45,13 +45,14 @@ from rest_framework.views import APIView
 from controlplane.api import throttling
 from controlplane.api.errors import Conflict, exception_handler, flatten
 from controlplane.api.parsers import BoundedJSONParser
-from controlplane.api.serializers.fields import NameField, WholeNumberField, YesOrNoField
+from controlplane.api.serializers.fields import NameField, TextField, WholeNumberField, YesOrNoField
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN
 from controlplane.services import agent_protocol as protocol
 from controlplane.services import agent_wakeups, exit_codes, job_logs
 from controlplane.services import nodes as nodes_service
+from controlplane.services.plain_text import LINES_REFUSED, ONE_LINE_REFUSED
 
 log = structlog.get_logger(__name__)
 
@@ -123,7 +124,7 @@ class AgentTokenAuthentication(BaseAuthentication):
                 name = request.data.get("name")
             # (a name PostgreSQL cannot hold, NUL or a lone surrogate, names no node: until 5 Dec
             # looking it up made an unknown token's request a 500 instead of this 401)
-            if isinstance(name, str) and name and "\x00" not in name and _utf8(name):
+            if _may_name_a_node(name):
                 _refuse_if_retired(Node.objects.filter(name=name, state=NodeState.RETIRED).first())
             raise exceptions.AuthenticationFailed(
                 "Unknown agent token: it was never issued or a newer registration replaced it; "
@@ -229,8 +230,9 @@ class DeviceSerializer(serializers.Serializer):
     # Only logged (the node's registration event), but bounded as the columns of the inventory
     # are: until 5 Dec an index of 2**63 or 10**30 MB went into the event as given.
     index = WholeNumberField(min_value=0, max_value=MAX_GPUS - 1)
-    name = serializers.CharField(max_length=128, required=False, allow_blank=True)
-    uuid = serializers.CharField(max_length=128, required=False, allow_blank=True)
+    # Text by the one rule for it (services/plain_text.py), as every text the API takes.
+    name = TextField(max_length=128, required=False, allow_blank=True)
+    uuid = TextField(max_length=128, required=False, allow_blank=True)
     memory_mb = WholeNumberField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
 
 
@@ -245,7 +247,7 @@ class RegisterSerializer(serializers.Serializer):
     # Pool and switches are names people read: one line of visible text (models/names.py), as
     # the admin and the API's nodes/ take them.
     pool = NameField(max_length=64, required=False)
-    gpu_type = serializers.CharField(max_length=64, required=False)
+    gpu_type = TextField(max_length=64, required=False)
     gpu_count = WholeNumberField(min_value=1, max_value=MAX_GPUS, required=False)
     # (Node.cpus and Node.memory_gb are integer columns: one beyond was a 500, "integer out of range")
     cpus = WholeNumberField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
@@ -284,7 +286,9 @@ class ReportSerializer(serializers.Serializer):
     last_checkpoint_at = serializers.DateTimeField(required=False, allow_null=True)
     started_at = serializers.DateTimeField(required=False, allow_null=True)
     gpu_activity = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
-    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    # The agent's words (a launch failure's reason): text of several lines by the one rule for
+    # text, so no escape or bidirectional control reaches the events people read.
+    message = TextField(required=False, allow_blank=True, max_length=500, lines=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         kind = attrs["kind"]
@@ -307,7 +311,9 @@ class LogChunkSerializer(serializers.Serializer):
     rank = WholeNumberField(min_value=0, max_value=1_000_000)
     offset = WholeNumberField(min_value=0, max_value=MAX_LOG_OFFSET)
     bytes = WholeNumberField(min_value=1, max_value=job_logs.CHUNK_BYTES)
-    text = serializers.CharField(trim_whitespace=False, max_length=job_logs.CHUNK_BYTES)
+    # The job's own output, kept as it printed it (colours, carriage returns and all): the one
+    # rule for text is not its rule. Still text PostgreSQL stores: no NUL, no lone surrogate.
+    text = TextField(trim_whitespace=False, max_length=job_logs.CHUNK_BYTES, any_character=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # Each byte the agent read decodes to one character at most (U+FFFD for one it cannot):
@@ -328,7 +334,7 @@ class SyncSerializer(serializers.Serializer):
     shutting_down = YesOrNoField(required=False, default=False)
     # The `version` of the last reply whose allocations the agent holds: while it is still
     # current, the reply says `unchanged` and carries no allocations.
-    known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
+    known = TextField(max_length=64, required=False, allow_blank=True, allow_null=True)
 
     def validate_logs(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if sum(c["bytes"] for c in chunks) > MAX_LOG_BYTES:
@@ -385,11 +391,22 @@ def _utf8(value: str) -> bool:
     return True
 
 
-def _plain_text(value: Any, max_length: int, *, blank: bool) -> bool:
-    """A string the CharField would take unchanged (it trims whitespace, refuses NUL and lone
-    surrogates)."""
-    return (type(value) is str and len(value) <= max_length and (blank or value != "")
-            and value == value.strip() and "\x00" not in value and _utf8(value))
+def _may_name_a_node(name: Any) -> bool:
+    """Whether `name` is text that may name a node, to be looked up: by the one rule for text
+    (services/plain_text.py: a NUL, which PostgreSQL cannot compare, among what it refuses), and
+    with a UTF-8 form. No node's name breaks the rule (models/names.py)."""
+    return isinstance(name, str) and name != "" and ONE_LINE_REFUSED.search(name) is None and _utf8(name)
+
+
+def _plain_text(value: Any, max_length: int, *, blank: bool, lines: bool = False, any_character: bool = False) -> bool:
+    """A string the TextField would take unchanged: it trims whitespace, refuses lone surrogates,
+    and reads text by the one rule for it (services/plain_text.py: no control character, line
+    separator or bidirectional control; with `lines`, new lines and tabs are the text's own);
+    with `any_character` (a token), refuses only NUL, as the CharField under it does."""
+    if type(value) is not str or len(value) > max_length or (not blank and value == "") or value != value.strip():
+        return False
+    refused = "\x00" in value if any_character else (LINES_REFUSED if lines else ONE_LINE_REFUSED).search(value)
+    return not refused and _utf8(value)
 
 
 _OPTIONAL_INTS = (("exit_code", -255, 255), ("steps", 0, MAX_COUNT), ("useful_tokens", 0, MAX_COUNT))
@@ -429,7 +446,7 @@ def _fast_report(item: Any) -> dict[str, Any] | None:
         out["gpu_activity"] = value
     if "message" in item:
         value = item["message"]
-        if not _plain_text(value, 500, blank=True):
+        if not _plain_text(value, 500, blank=True, lines=True):
             return None
         out["message"] = value
     if kind == "exited" and "exit_code" not in out:
@@ -441,7 +458,8 @@ def _fast_report(item: Any) -> dict[str, Any] | None:
 
 
 def _fast_logs(raw: Any) -> list[dict[str, Any]] | None:
-    """LogChunkSerializer's rules (CharField refuses NUL), or None: ask the serializer."""
+    """LogChunkSerializer's rules (its text is the job's output, exempt from the rule for text but
+    for NUL), or None: ask the serializer."""
     if type(raw) is not list or len(raw) > MAX_LOG_CHUNKS:
         return None
     total = 0
@@ -495,7 +513,7 @@ def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
         out["known"] = known
     if batch_item:
         name, token = data.get("name"), data.get("token")
-        if not _plain_text(name, 128, blank=False) or not _plain_text(token, 256, blank=False):
+        if not _plain_text(name, 128, blank=False) or not _plain_text(token, 256, blank=False, any_character=True):
             return None
         out["name"], out["token"] = name, token
         renew = data.get("renew", True)
@@ -652,8 +670,8 @@ class ReportView(_SyncView):
 
 
 class BatchItemSerializer(SyncSerializer):
-    name = serializers.CharField(max_length=128)
-    token = serializers.CharField(max_length=256)
+    name = TextField(max_length=128)
+    token = TextField(max_length=256, any_character=True)  # a secret: never shown, any character its own
     renew = YesOrNoField(required=False, default=True)
 
 
@@ -730,8 +748,7 @@ def _batch_refused(data: Any, errors: dict[str, list[str]]) -> None:
     for index, fields in sorted(mine.items()):
         item = items[index]
         name, token = (item.get("name"), item.get("token")) if isinstance(item, dict) else (None, None)
-        if not (isinstance(name, str) and isinstance(token, str) and _utf8(name) and _utf8(token)
-                and "\x00" not in name):
+        if not (_may_name_a_node(name) and isinstance(token, str) and _utf8(token)):
             continue
         node = Node.objects.filter(name=name).first()
         if node is not None and protocol.token_opens(node, token):
@@ -754,11 +771,11 @@ def _refuse_unknown_tokens(request: Request, unknown: list[dict[str, Any] | None
 
 
 class WaitItemSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=128)
-    token = serializers.CharField(max_length=256)
+    name = TextField(max_length=128)
+    token = TextField(max_length=256, any_character=True)  # a secret: never shown, any character its own
     # With `desired`: what the agent runs and the version it holds, as in a heartbeat.
     running = _generations()
-    known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
+    known = TextField(max_length=64, required=False, allow_blank=True, allow_null=True)
 
 
 class WaitSerializer(serializers.Serializer):

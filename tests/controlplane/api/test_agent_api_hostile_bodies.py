@@ -148,6 +148,10 @@ CASES: list[tuple[str, str, str, Body, str, int, str | None]] = [
      None),  # was a 500
     ("stranger_name_surrogate", "stranger", "register", lambda n: {**REGISTER, "name": SURROGATE}, "json", 401,
      None),  # was a 500
+    ("device_name_escape", "register", "register", lambda n: devices(dev(0, name="NVIDIA\x1b]0;owned\x07")),
+     "json", 400, "devices.0.name"),
+    ("gpu_type_rlo", "register", "register", lambda n: {**REGISTER, "gpu_type": "H100\u202e-80GB"}, "json", 400,
+     "gpu_type"),
     ("stranger_deep", "stranger", "register", lambda n: DEEP, "json", 400, None),  # was a 500
     ("stranger_path_nul", "stranger", "nodes/gpu%00/heartbeat", lambda n: {}, "json", 401, None),  # was a 500
     # heartbeats and reports
@@ -160,6 +164,16 @@ CASES: list[tuple[str, str, str, Body, str, int, str | None]] = [
     ("report_launch_failed_surrogate", "node", "nodes/gpu-0/report",
      lambda n: report(n, kind="exited", exit_code=126, message="launch failed: " + SURROGATE), "json", 400,
      "reports.0.message"),  # was a 500
+    # text by the one rule for it (services/plain_text.py), as the rest of the API reads text (7 Dec;
+    # the exact words: test_agent_text_fields_read_by_the_rule_for_text below)
+    ("report_message_escape", "node", "nodes/gpu-0/report",
+     lambda n: report(n, kind="exited", exit_code=126, message="launch failed: \x1b[2J"), "json", 400,
+     "reports.0.message"),
+    ("report_message_rlo", "node", "nodes/gpu-0/report", lambda n: report(n, message="done \u202egpj.exe"), "json",
+     400, "reports.0.message"),
+    ("known_bidi", "node", "nodes/gpu-0/heartbeat", lambda n: {"known": "v1\u2066"}, "json", 400, "known"),
+    ("batch_name_escape", "node", "nodes/heartbeats",
+     lambda n: {"nodes": [{"name": "gpu-0\x1b[31m", "token": n.token}]}, "json", 400, "nodes.0.name"),
     ("report_at_before_year_1", "node", "nodes/gpu-0/report", lambda n: report(n, at="0001-01-01T00:00:00+01:00"),
      "json", 400, "reports.0.at"),
     ("report_at_number", "node", "nodes/gpu-0/report", lambda n: report(n, at=1764950400), "json", 400,
@@ -211,6 +225,8 @@ CASES: list[tuple[str, str, str, Body, str, int, str | None]] = [
      "nodes.0.logs.0.text"),  # was a 500
     ("batch_nodes_null", "node", "nodes/heartbeats", lambda n: {"nodes": None}, "json", 400, "nodes"),
     ("batch_deep", "node", "nodes/heartbeats", lambda n: DEEP, "json", 400, None),  # was a 500
+    ("wait_name_nul", "node", "nodes/wait", lambda n: {"nodes": [{"name": "gpu\x000", "token": n.token}],
+                                                      "timeout_s": 0}, "json", 400, "nodes.0.name"),
     # the long poll
     ("wait_running_2**63", "node", "nodes/wait", lambda n: {**item(n, running=[2**63]), "timeout_s": 0}, "json", 400,
      "nodes.0.running.0"),
@@ -247,8 +263,11 @@ LOG = {"generation": 7, "rank": 0, "offset": 0, "bytes": 3, "text": "abc"}
     {"logs": [{**LOG, "text": "a\ud800c"}]},
     {"logs": [{**LOG, "generation": 2**63}]},
     {"logs": [{**LOG, "bytes": 2}]},
+    {"reports": [{"kind": "exited", "generation": 7, "at": AT, "exit_code": 126, "message": "launch failed: \x1b[2J"}]},
+    {"reports": [{"kind": "progress", "generation": 7, "at": AT, "message": "ok\u202e"}]},
+    {"known": "v1:\x07"},
 ], ids=["words_surrogate", "report_generation", "running", "known_surrogate", "log_surrogate", "log_generation",
-        "log_text_beyond_bytes"])
+        "log_text_beyond_bytes", "words_escape", "words_rlo", "known_bell"])
 def test_the_fast_path_hands_what_the_serializer_refuses_to_it(body: dict[str, Any]) -> None:
     # The fast path accepts only what the serializers accept (test_agent_fast_validation.py);
     # these it let through until 5 Dec.
@@ -337,3 +356,32 @@ def test_a_device_given_twice_is_named_with_its_first(node0: Node0) -> None:
 
     assert response.status_code == 400
     assert response.json()["errors"] == {"devices.2.index": ["Device index 1 is given twice (also devices.1)."]}
+
+
+def test_agent_text_fields_read_by_the_rule_for_text(node0: Node0) -> None:
+    """The agent's words and names in the one rule's words (services/plain_text.py), in the agent
+    protocol's own error format; a launch failure's words may have several lines."""
+    refused = agent_client(node0.token).post(
+        "/api/v1/agent/nodes/gpu-0/report", report(node0, message="launch failed: \x1b[2J"), format="json")
+    assert refused.status_code == 400, refused.content[:300]
+    assert refused.json()["errors"] == {
+        "reports.0.message": ["contains a control character (U+001B, an escape) at position 16"]}, refused.json()
+
+    registered = agent_client(BOOTSTRAP).post("/api/v1/agent/register", {**REGISTER, "gpu_type": "H100\u202e-80GB"},
+                                              format="json")
+    assert registered.status_code == 400, registered.content[:300]
+    assert registered.json()["errors"] == {"gpu_type": ["contains a bidirectional control (U+202E) at position 5"]}
+
+    taken = agent_client(node0.token).post(
+        "/api/v1/agent/nodes/gpu-0/report", report(node0, message="launch failed:\n\tno such file"), format="json")
+    assert taken.status_code == 200, taken.content[:300]
+
+
+def test_a_jobs_output_keeps_its_escapes_and_carriage_returns(node0: Node0) -> None:
+    # process output is the job's own, exempt from the rule for text (colours, progress bars)
+    text = "\x1b[32mok\x1b[0m\r"
+    response = agent_client(node0.token).post("/api/v1/agent/nodes/gpu-0/heartbeat",
+                                              chunk(node0, text=text, bytes=len(text.encode())), format="json")
+
+    assert response.status_code == 200, response.content[:300]
+    assert JobLogChunk.objects.get().text == text
