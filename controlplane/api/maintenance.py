@@ -31,7 +31,12 @@ from rest_framework.response import Response
 
 from controlplane.api.errors import Conflict
 from controlplane.api.permissions import IsAdmin, ReadOnlyUnlessAdmin
-from controlplane.api.serializers.fields import TextField, WholeNumberField, ZonedDateTimeField
+from controlplane.api.serializers.fields import (
+    OnceEachListField,
+    TextField,
+    WholeNumberField,
+    ZonedDateTimeField,
+)
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.filtersets import MaintenanceWindowFilterSet
 from controlplane.models import MaintenanceWindow
@@ -105,9 +110,9 @@ class MaintenanceWindowSerializer(serializers.Serializer):
 class MaintenanceWindowWriteSerializer(serializers.Serializer):
     """What a POST or PATCH gives; the rules are services/maintenance.py's."""
 
-    nodes = serializers.ListField(child=TextField(max_length=128), required=False,
-                                  max_length=maintenance.MAX_NODES,
-                                  help_text="Node names. On a PATCH they replace the window's nodes.")
+    nodes = OnceEachListField(each="node", child=TextField(max_length=128), required=False,
+                              max_length=maintenance.MAX_NODES,
+                              help_text="Node names, each once. On a PATCH they replace the window's nodes.")
     pool = TextField(required=False, max_length=64,
                                  help_text="A pool: its nodes (retired ones left out), as they are now, join `nodes`.")
     start_at = ZonedDateTimeField(required=False, help_text="When it begins: an RFC 3339 instant with its time zone "

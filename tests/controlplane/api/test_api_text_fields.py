@@ -299,3 +299,14 @@ def test_an_array_requeue_given_one_state_twice_is_a_400_naming_it(alice: APICli
     assert r.status_code == 400, r.content[:300]
     assert r.json()["errors"] == {"states": ["'failed' is given twice: give each state once"]}, r.json()
     assert set(Job.objects.filter(array_id=array["array_id"]).values_list("state", flat=True)) == {"failed"}
+
+
+def test_a_maintenance_window_naming_a_node_twice_is_a_400_naming_it(admin: APIClient, fleet: Fleet) -> None:
+    from controlplane.models import MaintenanceWindow
+
+    r = _post(admin, "maintenance-windows/", {"nodes": ["h100-3", "h100-1", " h100-3"], "duration_s": 3600,
+                                              "start_at": "2030-01-01T00:00:00Z", "reason": "firmware"})
+
+    assert r.status_code == 400, r.content[:300]
+    assert r.json()["errors"] == {"nodes": ["'h100-3' is given twice: give each node once"]}, r.json()
+    assert not MaintenanceWindow.objects.exists()
