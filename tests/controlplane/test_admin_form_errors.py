@@ -20,11 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _change(browser: Any, path: str, **changes: Any) -> Any:
-    page = browser.get(path)
-    assert page.status_code == 200
-    form = {k: v for k, v in f.admin_change_form(page).items() if v is not False}
-    form.update(changes)
-    return browser.post(path, form)
+    return browser.post(path, f.opened_admin_form(browser, path) | changes)
 
 
 def _field_errors(response: Any) -> dict[str, list[str]]:

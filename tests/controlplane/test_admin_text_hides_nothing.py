@@ -18,11 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _change(browser: Any, path: str, **changes: Any) -> Any:
-    page = browser.get(path)
-    assert page.status_code == 200
-    form = {k: v for k, v in f.admin_change_form(page).items() if v is not False}
-    form.update(changes)
-    return browser.post(path, form)
+    return browser.post(path, f.opened_admin_form(browser, path) | changes)
 
 
 def _field_errors(response: Any) -> dict[str, list[str]]:
@@ -56,8 +52,7 @@ def test_a_priority_class_description_may_hold_lines_as_the_apis_may(fleet, brow
 
 def test_a_project_added_on_its_teams_page_is_refused_a_description_with_a_bell(fleet, browser) -> None:  # noqa: ANN001
     path = f"/admin/controlplane/team/{fleet.ml.pk}/change/"
-    page = browser.get(path)
-    form = {k: v for k, v in f.admin_change_form(page).items() if v is not False}
+    form = f.opened_admin_form(browser, path)
     prefix = next(k.removesuffix("-TOTAL_FORMS") for k in form if k.endswith("-TOTAL_FORMS") and "project" in k)
     index = int(form[f"{prefix}-TOTAL_FORMS"])
     form.update({f"{prefix}-TOTAL_FORMS": str(index + 1), f"{prefix}-{index}-name": "ring",
