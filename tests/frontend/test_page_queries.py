@@ -38,8 +38,9 @@ PINNED = {
     "/jobs/{job}/": 20,
     "/ui/jobs/{job}.json": 20,
     # four for the dominant shares and fair-share usage read live, as `qm sshare` reads them
-    # (fair_share.fair_shares; before 6 Dec the page showed the last cycle's sample)
-    "/teams/": 18,
+    # (fair_share.fair_shares; before 6 Dec the page showed the last cycle's sample); one fewer
+    # since 7 Dec: the lent shares follow the engine's rule, which needs no read of the fleet's GPUs
+    "/teams/": 17,
     # six and a half days from 13:30: its first day is partial, so it reads the hour and minute rows
     # too at any hour (the default 7d back from 00:00:xx is whole days only: one query fewer); one
     # for each GPU type and tier's first price rate (GPU time before it is named as unpriced); one

@@ -51,7 +51,8 @@ def test_a_refused_job_among_several_names_the_flag_on_its_own_lines(alice_qm, f
 
     assert run.code == 1
     assert run.err.splitlines() == [f"error: job {job.pk}: Invalid request.",
-                                    f"  reason (--reason a\\nb{'x' * 55}…): at most 200 characters (203 given)"]
+                                    f"  reason (--reason a\\nb{'x' * 55}…): contains a control character (U+000A, a new "
+                                    "line) at position 2: it is one line of text"]
 
 
 @pytest.mark.parametrize("args", [("showback", "--window", "3x", "--csv"),
