@@ -3,21 +3,21 @@ window, and until when: what lowering the budget does to them, said on saving it
 
 A job whose preemptions inside its class's budget window reach the budget is never preempted
 again, for priority nor to give back borrowed GPUs (scheduler_core/victims.py), until enough of
-them leave the window. The window is counted as the cycle counts it (services/snapshot.py,
-_SpecReader._inside_window): the job's requeues by preemption (BUDGET_KINDS) from its events,
+them leave the window. The window is counted where the cycle counts it (services/snapshot.py,
+preemptions_in_window): the job's requeues by preemption (BUDGET_KINDS) from its events,
 or, with one preemption or its events gone, the job's count and its last preemption's time."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
 from controlplane.models import Event, Job, PriorityClass
 from controlplane.services.config_audit import span
 from controlplane.services.fleet_figures import RUNNING_STATES
-from controlplane.services.snapshot import BUDGET_KINDS
+from controlplane.services.snapshot import BUDGET_KINDS, preemptions_in_window
 from scheduler_core.sentences import counted
 
 
@@ -53,23 +53,17 @@ def spent_budgets(priority_class: PriorityClass, now: datetime | None = None) ->
                 .order_by("pk").values_list("pk", "preemption_count", "last_preempted_at"))
     if not jobs:
         return []
-    times: dict[int, list[datetime]] = {}
+    times: dict[int, list[float]] = {}
     for job_id, at in (Event.objects.filter(job_id__in=[pk for pk, _, _ in jobs], kind__in=BUDGET_KINDS,
                                             created_at__gte=since)
                        .order_by("job_id", "created_at").values_list("job_id", "created_at")):
-        times.setdefault(job_id, []).append(at)
+        times.setdefault(job_id, []).append(at.timestamp())
     spent = []
     for job_id, count, last in jobs:
-        inside = times.get(job_id, [])
-        if count == 1 or not inside:
-            used, until = count, last + window
-        elif len(inside) >= budget:
-            # Under the budget again once the preemption `budget` places from the last leaves it.
-            used, until = len(inside), inside[len(inside) - budget] + window
-        else:
-            continue
+        used, frees_at = preemptions_in_window(times.get(job_id, []), since.timestamp(), count, last.timestamp(),
+                                               window_s, budget)
         if used >= budget:
-            spent.append(SpentBudget(job_id, used, budget, until))
+            spent.append(SpentBudget(job_id, used, budget, datetime.fromtimestamp(frees_at, tz=UTC)))
     return spent
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -200,6 +201,22 @@ def _recent_requeues(now: datetime, window_s: int) -> dict[int, list[float]]:
     return times
 
 
+def preemptions_in_window(requeues: Sequence[float], since: float, count: int, last: float, window_s: float,
+                          budget: int) -> tuple[int, float]:
+    """(A job's requeues by preemption inside its class's budget window, when enough of them
+    have left it for the job to be under its budget again: the last one's time plus the window
+    when under it), in seconds since the epoch. `requeues`: their times from the job's events,
+    oldest first; `count` and `last`: the job's own count and last preemption. The cycle's spec
+    (`_SpecReader`) and the admin's warning on a lowered budget (services/preemption_budgets.py)
+    count it here alike."""
+    inside = [t for t in requeues if t >= since]
+    if count == 1 or not inside:
+        # One requeue; or its events are gone, and all of them count while the last one does.
+        return count, last + window_s
+    leaving = inside[min(len(inside) - 1, max(0, len(inside) - budget))]
+    return len(inside), leaving + window_s
+
+
 # The names the last read in this process built its specs with, and those specs by their row
 # (see `_SpecReader`): one pair, replaced whole by one assignment, so reads in two threads at
 # once never pair one read's specs with the other's names.
@@ -238,16 +255,8 @@ class _SpecReader:
         self._seen: dict[tuple[Any, ...], engine.JobSpec] = {}
 
     def _inside_window(self, job_id: int, class_id: int, count: int, last: float) -> tuple[int, float]:
-        """(requeues inside the class's budget window, when enough of them have left it for the
-        job to be under its budget again: the last one's time plus the window when under it)."""
-        window = self.budget_window[class_id]
-        inside = [t for t in self.recent_requeues.get(job_id, ()) if t >= self.budget_since[class_id]]
-        if count == 1 or not inside:
-            # One requeue; or its events are gone, and all of them count while the last one does.
-            return count, last + window
-        budget = self.classes[class_id].preemption_budget
-        leaving = inside[min(len(inside) - 1, max(0, len(inside) - budget))]
-        return len(inside), leaving + window
+        return preemptions_in_window(self.recent_requeues.get(job_id, ()), self.budget_since[class_id], count, last,
+                                     self.budget_window[class_id], self.classes[class_id].preemption_budget)
 
     def done(self) -> None:
         global _last_read
