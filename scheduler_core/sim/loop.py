@@ -289,6 +289,8 @@ class Simulator:
         self.cycle_seconds: list[float] = []
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0}
         self.requeued_held: set[str] = set()  # jobs a requeue held stopped (TraceHold.requeues)
+        self.requeued_asked: set[str] = set()  # jobs a requeue not held stopped (TraceJob.requeued_at)
+        self.has_requeues = any(j.requeued_at for j in jobs)
         self.never_runnable: list[str] = []  # in the order the engine found them
         # per stretch of waiting that got an ETA and ended in a start: start - first ETA
         self.eta_errors_s: list[float] = []
@@ -313,6 +315,9 @@ class Simulator:
             self.jobs[job.job_id] = _Job(trace=job, spec=self._spec(job))
             if job.submit_s < horizon_s:
                 self._push(job.submit_s, _Kind.ARRIVAL, job.job_id, 0)
+            for at_s in job.requeued_at:
+                if job.submit_s < at_s < horizon_s:
+                    self._push(at_s, _Kind.GATE, job.job_id, 0)
         self._gates(jobs)
 
     def _gates(self, jobs: Sequence[TraceJob]) -> None:
@@ -379,7 +384,7 @@ class Simulator:
                 _, kind, _, job_id, version = heapq.heappop(self.events)
                 if kind == _Kind.REOPEN or kind == _Kind.ANNOUNCE or kind == _Kind.GATE:
                     if job_id:
-                        self._requeue_held(self.jobs[job_id], now)
+                        self._requeue_asked(self.jobs[job_id], now)
                     changed = True
                     continue
                 changed |= self._handle(now, _Kind(kind), self.jobs[job_id], version)
@@ -887,14 +892,16 @@ class Simulator:
         job.version += 1
         job.view = None
 
-    def _requeue_held(self, job: _Job, now: float) -> None:
-        """A requeue held begins (``TraceHold.requeues``): a job running then is stopped as the
-        control plane stops it, its processes given its class's grace period, then back in the
-        queue from its last checkpoint, where its hold keeps it out of line until released. A
-        job waiting then is only held; one already being stopped, or ended, is left as it is."""
+    def _requeue_asked(self, job: _Job, now: float) -> None:
+        """A requeue someone asked for (``TraceHold.requeues``, ``TraceJob.requeued_at``): a job
+        running then is stopped as the control plane stops it, its processes given its class's
+        grace period, then back in the queue from its last checkpoint, where a requeue held keeps
+        it out of line until released. A job waiting then is only held (or left as it is, for a
+        requeue not held); one already being stopped, or ended, is left as it is."""
         if job.state is not _State.RUNNING:
             return
-        self.requeued_held.add(job.trace.job_id)
+        held = any(hold.requeues and hold.start_s == now for hold in job.trace.holds)
+        (self.requeued_held if held else self.requeued_asked).add(job.trace.job_id)
         name = self.class_by_value[job.trace.priority] if self.class_by_value is not None else None
         grace = self.grace_by_class.get(name if name is not None else priority_class_name(job.trace.priority), 0)
         if grace <= 0:
@@ -996,6 +1003,8 @@ class Simulator:
         if self.has_holds:
             extras["jobs_held_at_horizon"] = sum(1 for job in self.pending.values() if job.held)
             extras["jobs_requeued_held"] = len(self.requeued_held)
+        if self.has_requeues:
+            extras["jobs_requeued"] = len(self.requeued_asked)
         if self.has_dependencies:
             extras["jobs_dependency_never_met"] = len(self.dependency_never_met)
             extras["jobs_waiting_for_dependency_at_horizon"] = sum(

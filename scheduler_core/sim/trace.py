@@ -139,6 +139,13 @@ class TraceJob:
     #: plane keeps it (a job without a user has none: its account is gone).
     name: str = ""
     singleton: bool = False
+    #: Requeues someone asked for while the job ran, not held (``qm requeue``; one held is a
+    #: :class:`TraceHold` with ``requeues``), in seconds from the origin: a job running in the
+    #: replay then is stopped as the control plane stops it, after its class's grace period, and
+    #: goes back to the queue at once from its last checkpoint (not counted as a preemption); a
+    #: job not running then is left as it is. The engine's own preemptions are not listed: the
+    #: replayed policy makes its own.
+    requeued_at: tuple[float, ...] = ()
 
     @property
     def accepted_gpu_types(self) -> tuple[str, ...]:
