@@ -52,6 +52,11 @@ class Replay:
     held_jobs: int = 0
     dependent_jobs: int = 0
     requeued_held_jobs: int = 0
+    # How many jobs someone requeued while they ran, not held (TraceJob.requeued_at), and how many
+    # runs that ended before their job was requeued are replayed as runs of their own
+    # (whatif._requeued_runs).
+    requeued_jobs: int = 0
+    earlier_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ class Work:
     # The maintenance windows in force over the replayed time (seconds from replayed_from),
     # each announced when it was created (announced_at; None: before replayed_from).
     maintenance: tuple[MaintenanceWindow, ...] = ()
+    # How many jobs of `trace` are runs that ended before their job was requeued.
+    earlier_runs: int = 0
 
 
 def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
@@ -108,7 +115,8 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
                   maintenance_windows=len(work.maintenance),
                   held_jobs=sum(1 for job in work.trace if job.holds),
                   requeued_held_jobs=sum(1 for job in work.trace if any(hold.requeues for hold in job.holds)),
-                  dependent_jobs=sum(1 for job in work.trace if job.depends_on or job.singleton))
+                  dependent_jobs=sum(1 for job in work.trace if job.depends_on or job.singleton),
+                  requeued_jobs=sum(1 for job in work.trace if job.requeued_at), earlier_runs=work.earlier_runs)
 
 
 def child(work: Work, conn: Connection) -> None:

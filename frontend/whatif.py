@@ -6,11 +6,18 @@ module only turns rows into a trace and a fleet shape, and the two results into 
 
 How rows become a trace (the approximations are stated on the page and in docs/dashboards.md):
 - every job submitted in the window that ran or still waits; jobs that ended without ever
-  starting (cancelled while waiting, can never run) are left out;
+  starting (cancelled while waiting, can never run) are left out, but for the runs they had
+  before a requeue;
 - the replay runs from the first of them's submission to now, not from the window's edge, so
   a fleet younger than the window is measured over the time it had jobs;
 - a finished job runs as long as its last run took (finished − last start); a job still
-  waiting or running runs to its runtime limit, the most it may;
+  waiting or running runs to its runtime limit, the most one run may;
+- a requeued job run by run (`_requeued_runs`, from `job_runs.run_history`): the scheduler's
+  stops (preemptions, resizes) and a node lost under it are the replayed policy's and the
+  fleet's, not replayed, but the work each such run kept at its last checkpoint is added to its
+  duration; a requeue someone asked for while it ran is demand, replayed at its time
+  (`TraceJob.requeued_at`, held: `TraceHold.requeues`); a run that ended before a requeue is a
+  run of its own, and the job comes back at the requeue once it has ended;
 - its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
   that accepts several or any asks for any;
 - its holds as they were (`hold_spans`, every stretch `holds.hold_history` reads from the
@@ -64,6 +71,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services import job_runs
 from controlplane.services.holds import hold_history
 from controlplane.services.snapshot import engine_roles, scheduler_config
 from controlplane.shared_store import Store
@@ -362,14 +370,15 @@ def quotas_of(fleet: Fleet, cells: Sequence[QuotaCell]) -> tuple[tuple[QuotaInfo
 def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
     return list(
         Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until)
-        .exclude(state__in=FINISHED_JOB_STATES, started_at__isnull=True)
+        # ended without a start: never ran, unless an earlier run of it did (requeued since)
+        .exclude(state__in=FINISHED_JOB_STATES, started_at__isnull=True, requeue_count=0)
         .order_by("submitted_at", "id")
         .values_list(
             "id", "submitted_at", "started_at", "finished_at", "state", "gpus", "runtime_limit_s",
             "submitter__username", "team__name", "priority_class__value", "gpu_types",
             "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node", "workload", "min_gpu_memory_gb",
             "cpus_per_gpu", "memory_gb_per_gpu", "topology", "roles", "members_on_distinct_nodes", "array_id", "array_task_limit",
-            "dependency_mode", "name", "singleton", "submitter_id",
+            "dependency_mode", "name", "singleton", "submitter_id", "requeue_count",
         )[: MAX_TRACE_JOBS + 1]
     )
 
@@ -451,23 +460,80 @@ def dependencies_of(rows: Sequence[tuple[Any, ...]], since: datetime) -> dict[in
     return {pk: tuple(deps) for pk, deps in found.items()}
 
 
+def earlier_run_id(pk: int, number: int) -> str:
+    """The trace id of a requeued job's ``number``-th run that ended before it was requeued
+    (its latest demand keeps the job's own id, which its dependents name)."""
+    return f"{pk}/{number}"
+
+
+def _requeued_runs(base: TraceJob, history: job_runs.RunHistory, submitted: datetime, since: datetime,
+                   state: str, started: datetime | None, finished: datetime | None) -> list[TraceJob]:
+    """A requeued job as the replay runs it (``base``: the job as if it had never been
+    requeued). Its requeues after an end split its life: each stretch up to such a requeue that
+    ran is a run of its own (``earlier_run_id``), submitted when the stretch began (the job's
+    submission, or the requeue that began it), as long as it ran (its last run, and the work
+    its earlier requeued runs kept), ending as it ended; the next stretch is submitted at the
+    requeue and starts only once that run has ended (``afterany``: it was requeued after it
+    ended). A stretch that never ran (cancelled while waiting, then requeued) is left out, as a
+    job that never started. Within a stretch, the scheduler's stops (preemptions, resizes) and a
+    node lost under the job are not replayed, the replayed policy deciding its own, but the work
+    each kept counts in the duration; a requeue someone asked for stops the job if the replay runs
+    it then (``requeued_at``; one held: its ``TraceHold.requeues``)."""
+    starts = [submitted, *(r.at for r in history.resubmissions)]
+    out: list[TraceJob] = []
+    for number, begun in enumerate(starts):
+        last = number == len(starts) - 1
+        ends = starts[number + 1] if not last else None
+        runs = [r for r in history.runs if r.bound_at >= begun and (ends is None or r.bound_at < ends)]
+        kept = sum(r.kept_s for r in runs)
+        asked = tuple(_seconds(r.requeued_at, since) for r in runs
+                      if r.requeued == job_runs.REQUEUE_ASKED and r.requeued_at is not None)
+        # a hold belongs to the stretch it was placed in; one placed with the requeue that began
+        # the stretch holds the job as it arrives, and stops nothing (it had ended)
+        begun_s = _seconds(begun, since)
+        holds = tuple(dataclasses.replace(h, requeues=h.requeues and h.start_s > begun_s) for h in base.holds
+                      if h.start_s >= begun_s and (ends is None or h.start_s < _seconds(ends, since)))
+        depends_on = base.depends_on if not out else (TraceDependency(out[-1].job_id, DependencyCondition.AFTER_ANY),)
+        fields: dict[str, Any] = {"submit_s": begun_s, "holds": holds, "requeued_at": asked, "depends_on": depends_on,
+                                  "depends_on_any": base.depends_on_any if not out else False}
+        if not last:
+            ran = runs[-1] if runs else None
+            if ran is None:
+                continue
+            end = ran.ended_at or ends
+            assert end is not None
+            out.append(dataclasses.replace(
+                base, job_id=earlier_run_id(int(base.job_id), number + 1), **fields,
+                duration_s=max(1.0, (end - ran.bound_at).total_seconds() + kept - ran.kept_s),
+                succeeds=history.resubmissions[number].from_state == JobState.SUCCEEDED))
+        elif state in FINISHED_JOB_STATES and started is not None and finished is not None:
+            out.append(dataclasses.replace(base, **fields,
+                                           duration_s=max(1.0, (finished - started).total_seconds() + kept)))
+        elif state not in FINISHED_JOB_STATES:
+            out.append(dataclasses.replace(base, **fields))
+    return out
+
+
 def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetime | None = None) -> list[TraceJob]:
     """The jobs of ``rows`` (``trace_rows``) as the simulator replays them: each with the whole
     shape the control loop gives the engine (``services.snapshot``), roles read by the same
     ``engine_roles``; the time it ran (or its limit, if it never finished) is its duration; its
     holds up to ``until`` (``hold_spans``; default now) and its dependencies
-    (``dependencies_of``), which the replay keeps as the control plane does."""
-    holds = hold_spans(rows, since, until or timezone.now())
+    (``dependencies_of``), which the replay keeps as the control plane does; a requeued job as
+    its runs (``_requeued_runs``)."""
+    until = until or timezone.now()
+    holds = hold_spans(rows, since, until)
     dependencies = dependencies_of(rows, since)
+    histories = job_runs.run_history([row[0] for row in rows if row[28]], until=until)
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
          min_gpus, max_gpus, gpus_per_node, workload, min_memory, cpus_per_gpu, memory_per_gpu, topology, roles,
-         distinct, array_id, array_task_limit, dependency_mode, name, singleton, _submitter) in rows:
+         distinct, array_id, array_task_limit, dependency_mode, name, singleton, _submitter, _requeues) in rows:
         if state in FINISHED_JOB_STATES and started is not None and finished is not None:
             duration = max(1.0, (finished - started).total_seconds())
         else:
             duration = float(limit)
-        jobs.append(TraceJob(
+        job = TraceJob(
             job_id=str(pk),
             submit_s=max(0.0, (submitted - since).total_seconds()),
             gpus=gpus,
@@ -497,7 +563,11 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime, until: datetim
             succeeds=state not in _NOT_OK_STATES,
             name=name,
             singleton=singleton,
-        ))
+        )
+        if pk in histories:
+            jobs += _requeued_runs(job, histories[pk], submitted, since, state, started, finished)
+        elif state not in FINISHED_JOB_STATES or started is not None:
+            jobs.append(job)
     return jobs
 
 
@@ -568,11 +638,13 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fl
     windows = maintenance_windows(first_submitted, now, fleet.nodes)
     trace = build_trace(rows, first_submitted, now)
     # a hold, a release or a dependency met since changes the replay, not always the rows' last change
-    gates = [(t.job_id, t.holds, t.depends_on) for t in trace if t.holds or t.depends_on or t.singleton]
+    gates = [(t.job_id, t.holds, t.depends_on, t.requeued_at, t.submit_s, t.duration_s) for t in trace
+             if t.holds or t.depends_on or t.singleton or t.requeued_at]
     fingerprint = hashlib.sha256((fingerprint + repr(windows) + repr(gates)).encode()).hexdigest()
     return Request(key=KEY_PREFIX + fingerprint, work=Work(
         days=days, trace=trace, at=now, replayed_from=first_submitted, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
         priority_classes=fleet.priority_classes, maintenance=windows,
+        earlier_runs=len(trace) - len({t.job_id.split("/")[0] for t in trace}),
         runs=[Run(f"live policy ({baseline.describe()})", baseline.config(base), fleet.quotas),
               Run(f"what-if ({policy.describe()})", policy.config(base),
                   policy.quotas if policy.quotas is not None else fleet.quotas)],

@@ -374,3 +374,99 @@ def _ending(allocation: Allocation, settled: dict[str, Any] | None, fenced: dict
         return "succeeded", "Succeeded" + code
     return "failed", f"Failed{code}" if code else "Ended without an exit code"
 
+
+
+# ------------------------------------------------------------------ runs of many jobs, for a replay
+
+
+#: How a run ended in a requeue, as the what-if replay tells them apart (frontend/whatif.py): the
+#: scheduler's own stop (a preemption, a resize), the loss of a node under it (fenced), or a
+#: requeue someone asked for, not held or held (`qm requeue`, `qm requeue --hold`).
+REQUEUED_BY_SCHEDULER, REQUEUED_OFF_A_LOST_NODE, REQUEUE_ASKED, REQUEUE_ASKED_HELD = (
+    "scheduler", "node", "asked", "asked_held")
+
+
+@dataclass(frozen=True)
+class RunSpan:
+    """One run of a job as a replay reads it: from its bind to its release (`ended_at`; None while
+    it holds GPUs), on `gpus` GPUs; `requeued`: how it ended in a requeue ("" for a run that
+    ended otherwise, or has not ended), at `requeued_at` (the requeue's event: the job back in the
+    queue), throwing away `lost_gpu_s` (GPUs × time since the last checkpoint, as recorded)."""
+
+    bound_at: datetime
+    ended_at: datetime | None
+    gpus: int
+    requeued: str = ""
+    requeued_at: datetime | None = None
+    lost_gpu_s: float = 0.0
+
+    @property
+    def kept_s(self) -> float:
+        """Seconds of work its requeue kept for the next run: the run to its last checkpoint (its
+        length less the time its lost work stands for); none for a run not requeued."""
+        if not self.requeued or self.ended_at is None:
+            return 0.0
+        return max(0.0, (self.ended_at - self.bound_at).total_seconds() - self.lost_gpu_s / max(1, self.gpus))
+
+
+@dataclass(frozen=True)
+class Resubmission:
+    """The job put back in the queue after it had ended (`RequeuedAfterEnd`), at `at`, from
+    `from_state` (how that end left it), held or not."""
+
+    at: datetime
+    from_state: str
+    held: bool
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    runs: tuple[RunSpan, ...]
+    resubmissions: tuple[Resubmission, ...]
+
+
+def run_history(job_ids: Sequence[int], *, until: datetime) -> dict[int, RunHistory]:
+    """Every run of each of `job_ids` bound before `until` (oldest first) and every requeue of it
+    after an end before then, as the allocation rows and the requeue events record them: two
+    queries whatever their number. A release or requeue after `until` is not known yet (the run
+    still holds GPUs then). Jobs never bound nor requeued are left out."""
+    runs: dict[int, list[tuple[int, RunSpan]]] = defaultdict(list)
+    for job_id, pk, bound, released, gpus in (
+            Allocation.objects.filter(job_id__in=list(job_ids), created_at__lt=until)
+            .annotate(gpu_count=Count("gpus")).order_by("job_id", "created_at", "id")
+            .values_list("job_id", "pk", "created_at", "released_at", "gpu_count")):
+        runs[job_id].append((pk, RunSpan(bound, released if released is not None and released < until else None,
+                                         gpus)))
+    settled: dict[int, tuple[str, datetime, float]] = {}
+    resubmissions: dict[int, list[Resubmission]] = defaultdict(list)
+    for job_id, allocation_id, kind, reason, at, data in (
+            Event.objects.filter(job_id__in=list(job_ids), created_at__lt=until,
+                                 kind__in=(EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED))
+            .order_by("created_at", "id").values_list("job_id", "allocation_id", "kind", "reason", "created_at",
+                                                      "data")):
+        data = data if isinstance(data, dict) else {}
+        if allocation_id is None:
+            if reason in REQUEUES_AFTER_END:
+                resubmissions[job_id].append(Resubmission(at, str(data.get("from_state") or ""),
+                                                          reason == REQUEUED_HELD_AFTER_END))
+            continue
+        if kind in (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED):
+            how = REQUEUED_BY_SCHEDULER
+        elif reason == RELEASE_REQUEUED_HELD:
+            how = REQUEUE_ASKED_HELD
+        elif reason in REQUESTED_REQUEUES:
+            how = REQUEUE_ASKED
+        else:
+            how = REQUEUED_OFF_A_LOST_NODE
+        settled[allocation_id] = (how, at, float(data.get("lost_gpu_seconds") or 0.0))
+    history = {}
+    for job_id in set(runs) | set(resubmissions):
+        spans = []
+        for pk, span in runs.get(job_id, ()):
+            if pk in settled:
+                how, at, lost = settled[pk]
+                # the requeue settles once the run has released its GPUs: its end is the release
+                span = RunSpan(span.bound_at, span.ended_at or at, span.gpus, how, at, lost)
+            spans.append(span)
+        history[job_id] = RunHistory(tuple(spans), tuple(resubmissions.get(job_id, ())))
+    return history

@@ -15,13 +15,14 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState
 from controlplane.models import Event, Job
-from controlplane.services import holds, requeue
+from controlplane.services import holds, requeue, transitions
 from controlplane.services.transitions import cancel_job
 from frontend import whatif
 from frontend.replay_worker import run as run_replay
 from frontend.views.whatif import result_context
 from scheduler_core.sim import TraceDependency, TraceHold
 from scheduler_core.types import DependencyCondition
+from tests.controlplane.job_runs_story import bind_at, idle_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -207,7 +208,8 @@ def test_a_job_submitted_held_is_held_from_its_submission_though_held_again_befo
 
 def test_a_hold_cleared_by_a_requeue_is_held_from_its_submission_to_the_requeue(demo, submit_as):
     # submitted held 4 h ago, cancelled while held 3 h ago, requeued (not held) 2 h ago, then ran
-    # 1 h ago for 30 min: no job.released event ends its hold, the requeue cleared it
+    # 1 h ago for 30 min: no job.released event ends its hold, the requeue cleared it. The job
+    # comes back at its requeue (tests/frontend/test_what_if_requeues.py), where it is not held.
     alice = get_user_model().objects.get(username="alice")
     job = submit_as("alice", name="held", gpus=8, gpu_types=H100, runtime_limit_s=3600, hold=True)
     now = timezone.now()
@@ -216,28 +218,32 @@ def test_a_hold_cleared_by_a_requeue_is_held_from_its_submission_to_the_requeue(
     requeue.requeue(alice, job.pk)
     Event.objects.filter(job=job, kind=EventKind.JOB_REQUEUED).update(created_at=now - timedelta(hours=2))
     _ran(job, timedelta(hours=4), timedelta(hours=1), timedelta(minutes=30), JobState.SUCCEEDED, now)
+    since = now - timedelta(hours=4)
 
+    assert whatif.hold_spans(whatif.trace_rows(since, now), since, now) == {job.pk: (TraceHold(0.0, 7200.0, "alice"),)}
     request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
-
     (trace,) = request.work.trace
-    assert trace.holds == (TraceHold(0.0, 7200.0, "alice"),)
+    assert (trace.submit_s, trace.holds) == (7200.0, ())
     for _, run in run_replay(request.work).runs:
-        assert run["wait_max_min"] == pytest.approx(120.0)
+        assert run["wait_max_min"] == pytest.approx(0.0)
 
 
 def test_a_requeue_held_stops_the_job_the_replay_runs_then_as_on_the_fleet(demo, submit_as):
-    # On the fleet: submitted 4 h ago, ran 15 min and failed; requeued held 3 h 30 ago, released
-    # 2 h ago, then ran an hour. The replay runs it (its last run's hour) from its submission: at
-    # the requeue held it runs, and the control plane's requeue would stop it, as it does there.
+    # On the fleet: bound 4 h ago; alice requeued it held 30 min in, released it 2 h ago, and it
+    # ran an hour. The replay runs it (its last run's hour) from its submission: at the requeue
+    # held it runs, and the control plane's requeue would stop it, as it did there.
     alice = get_user_model().objects.get(username="alice")
+    (node,) = idle_nodes(1, "H100-80GB")
     job = submit_as("alice", name="retry", gpus=8, gpu_types=H100, runtime_limit_s=7200)
     now = timezone.now()
-    _ran(job, timedelta(hours=4), timedelta(hours=4), timedelta(hours=3, minutes=45), JobState.FAILED, now)
+    t0 = now - timedelta(hours=4)
+    Job.objects.filter(pk=job.pk).update(submitted_at=t0)
+    first = bind_at(job, [(node, range(8), "")], at=t0)
     requeue.requeue(alice, job.pk, hold=True, reason="fix the data loader")
-    Event.objects.filter(job=job, kind__in=(EventKind.JOB_REQUEUED, EventKind.JOB_HELD)).update(
-        created_at=now - timedelta(hours=3, minutes=30))
+    assert transitions.complete_release(first.pk, exit_code=143, at=t0 + timedelta(minutes=30), actor="agent:test")
     holds.release(alice, job.pk, at=now - timedelta(hours=2))
-    _ran(job, timedelta(hours=4), timedelta(hours=2), timedelta(hours=1), JobState.SUCCEEDED, now)
+    again = bind_at(job, [(node, range(8), "")], at=now - timedelta(hours=2))
+    assert transitions.complete_release(again.pk, exit_code=0, at=now - timedelta(hours=1), actor="agent:test")
     grace = job.priority_class.grace_period_s
 
     request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
