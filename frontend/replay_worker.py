@@ -58,6 +58,11 @@ class Replay:
     requeued_jobs: int = 0
     earlier_runs: int = 0
 
+    @property
+    def distinct_jobs(self) -> int:
+        """The jobs replayed (`jobs` counts each run a requeued job had before a requeue apart)."""
+        return self.jobs - self.earlier_runs
+
 
 @dataclass(frozen=True)
 class Run:
