@@ -29,12 +29,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from scheduler_core.admission import capable_classes
 from scheduler_core.context import CycleContext
 from scheduler_core.diagnosis import type_names
 from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import run_end
 from scheduler_core.outcome import Outcome
+from scheduler_core.placement import PlacementRequest
 from scheduler_core.quota_promises import ends_before, start_beside_promises
 from scheduler_core.quota_release import (
     Cumulative,
@@ -150,6 +152,8 @@ class _Explainer:
         self.etas: dict[tuple[int, tuple[tuple[int, int], ...], tuple[int, ...], TopologyConstraint, bool,
                               tuple[Member, ...]],
                         tuple[float | None, bool]] = {}
+        # per packed heterogeneous gang, classes and score plugin: the frame it is placed at
+        self.placed: dict[tuple[Demand, tuple[int, ...], str], int | None] = {}
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
         self.cums: Cumulative = {}
@@ -215,7 +219,7 @@ class _Explainer:
         elif code in PROTECTED_CODES and outcome.demand is not None:
             # the time its victims' protection lifts (and they stop), unless the GPUs free up
             # earlier by runtime limits anyway
-            freed = self._capacity_eta(outcome.demand, outcome.classes)[0]
+            freed = self._capacity_eta(spec, outcome.demand, outcome.classes)[0]
             if freed is not None and base is not None and freed < base:
                 base = freed
         position_free: str | None = None
@@ -253,7 +257,7 @@ class _Explainer:
         now = self.ctx.snapshot.now
         best, start = outcome.classes, reopen
         for classes in outcome.type_classes or (outcome.classes,):
-            freed, fits_now = self._capacity_eta(outcome.demand, classes)
+            freed, fits_now = self._capacity_eta(spec, outcome.demand, classes)
             if fits_now:
                 freed = now
             elsewhere = None if freed is None else self._timeline().clear_of_windows(
@@ -321,7 +325,11 @@ class _Explainer:
                 would_start_if=would)))
         return worded[0]._replace(on_types=tuple(worded))
 
-    def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
+    def _capacity_eta(self, spec: JobSpec, d: Demand, classes: tuple[int, ...]
+                      ) -> tuple[float | None, bool]:
+        """(The first release time at which the gang fits, by the counts; or ``None`` with
+        whether it fits now.) A packed heterogeneous gang is placed as well, from the first
+        time its counts fit (:meth:`_placed_frame`)."""
         width = self.ctx.state.widest(classes)
         key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes,
                d.members if d.distinct_nodes and len(d.members) > 1 else ())
@@ -335,7 +343,36 @@ class _Explainer:
                 found = self.etas[key] = (None if not frame else timeline.times[frame], frame == 0)
             else:
                 found = self.etas[key] = (timeline.eta(d, classes), timeline.fits_at(d, classes, 0))
-        return found
+        counted_eta, fits_now = found
+        if not _packed_roles(d) or (counted_eta is None and not fits_now):
+            return found
+        times = self._timeline().times
+        frame = self._placed_frame(spec, d, classes,
+                                   0 if counted_eta is None else bisect_left(times, counted_eta))
+        if frame is None:
+            return None, False
+        return (None, True) if frame == 0 else (times[frame], False)
+
+    def _placed_frame(self, spec: JobSpec, d: Demand, classes: tuple[int, ...], first: int) -> int | None:
+        """For a packed heterogeneous gang (:func:`_packed_roles`): the first frame of the
+        release timeline from ``first`` (where its counts first fit) at which the placer
+        places it, each member on the classes of ``classes`` it is capable of
+        (:meth:`ReleaseTimeline.placed_frame`; memoised per gang, classes and score plugin).
+        The counts pool the classes of all its members and count nodes by their GPUs: until
+        7 Dec a trainer of 4 h100 GPUs with a worker of 1 a100 GPU was told t=1000, when an
+        a100 node freed, and started at t=2000, when the h100 node had room for the trainer."""
+        score = self.ctx.plugins.score_by_workload[spec.workload]
+        key = (d, classes, score.NAME)
+        if key in self.placed:
+            return self.placed[key]
+        wanted = set(classes)
+        member_classes = tuple(tuple(c for c in capable_classes(self.ctx, m) if c in wanted)
+                               for m in d.members)
+        frame = None
+        if all(member_classes):
+            frame = self._timeline().placed_frame(PlacementRequest(d, member_classes, score), first)
+        self.placed[key] = frame
+        return frame
 
     def _estimate(self, spec: JobSpec, outcome: Outcome, base: float | None
                   ) -> tuple[float | None, float | None, tuple[float | None, bool] | None]:
@@ -353,9 +390,11 @@ class _Explainer:
                 # the counts fit in one domain, the members do not: its next release there
                 timeline = self._timeline()
                 frame = timeline.domain_frame(d, outcome.classes)
+                if frame is not None and _packed_roles(d):
+                    frame = self._placed_frame(spec, d, outcome.classes, frame)
                 base, capacity_now = None if frame is None else timeline.times[frame], False
             else:
-                base, capacity_now = self._capacity_eta(d, outcome.classes)
+                base, capacity_now = self._capacity_eta(spec, d, outcome.classes)
             capacity_part = (base, capacity_now)
         if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
             quota_at = self._quota_time(spec, outcome, outcome.quota_type)
@@ -962,6 +1001,12 @@ class _DrainLine:
         if rate > 0:
             return self.times[i] + (work - area[i]) / rate
         return self.times[i] if area[i] >= work else None
+
+
+def _packed_roles(d: Demand) -> bool:
+    """Is ``d`` a heterogeneous gang (roles) of several members that may share nodes? Its
+    start is found by placing it along the release timeline, not by the counts alone."""
+    return len(d.members) > 1 and not d.distinct_nodes and bool(d.members[0].role)
 
 
 def _fits_now(outcome: Outcome) -> bool:

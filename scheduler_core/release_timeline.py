@@ -19,8 +19,13 @@ from scheduler_core.context import CycleContext
 from scheduler_core.distinct_nodes import NodeSet, node_sets, shapes_of
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES
-from scheduler_core.state import HOLD, JOB, ClusterState
+from scheduler_core.placement import PlacementRequest
+from scheduler_core.state import HOLD, JOB, ClusterState, Grant, Restore
 from scheduler_core.types import TopologyConstraint
+
+PLACEMENT_PROBES = 24
+"""Placements tried per gang shape by :meth:`ReleaseTimeline.placed_frame` (as many as the
+head's reservation search tries, :data:`~scheduler_core.backfill.RESERVATION_PROBES`)."""
 
 Releases = dict[float, list[tuple[int, int]]]
 """GPUs coming back, by time: per time, (node index, bit mask of its GPUs)."""
@@ -216,7 +221,8 @@ class ReleaseTimeline:
         for n in reopens:
             free[n] = 0
         self.base = list(free)
-        self.times, self.free, self.changes = _frames(state, free, _releases(ctx, reopens), now)
+        self._gpu_releases = _releases(ctx, reopens)
+        self.times, self.free, self.changes = _frames(state, free, self._gpu_releases, now)
         self.ctx = ctx
         self._reopens = reopens
         # a gang on distinct nodes (rare): its sets of members' shapes per class set, the
@@ -241,6 +247,7 @@ class ReleaseTimeline:
                                 tuple[dict[int, int], dict[int, list[int]]]] = {}
         self._domain_base_one: dict[tuple[bool, tuple[int, ...], int], tuple[dict[int, int], dict[int, int]]] = {}
         self._capable: dict[tuple[int, ...], list[bool]] = {}
+        self._returns: list[list[Grant]] | None = None
 
     def capacity(self, node_class: int) -> int:
         """Free GPUs of ``node_class`` once every known release happened."""
@@ -806,6 +813,77 @@ class ReleaseTimeline:
     def fits_at(self, demand: Demand, classes: tuple[int, ...], frame: int) -> bool:
         """Does the gang fit at ``frame`` (0: now) by the counts alone?"""
         return bool(classes) and self._fits(demand, classes)(frame)
+
+    def _frame_returns(self) -> list[list[Grant]]:
+        """Per frame, what comes back in it as grants of no holder: the GPUs of the frames'
+        releases and the CPUs and memory :func:`_resource_releases` gives back (from the
+        frame whose time is at or after theirs, as :meth:`_room_frames` counts them)."""
+        if self._returns is not None:
+            return self._returns
+        times = self.times
+        returns: list[list[Grant]] = [[] for _ in times]
+        last = len(times)
+        for at, items in self._gpu_releases.items():
+            frame = bisect_left(times, at, 1)
+            if frame < last:
+                returns[frame].extend(Grant(n, mask, 0, 0) for n, mask in items)
+        for at, resources in _resource_releases(self.ctx, self._reopens).items():
+            frame = bisect_left(times, at, 1)
+            if frame < last:
+                returns[frame].extend(Grant(n, 0, cpus, memory_gb) for n, cpus, memory_gb in resources)
+        self._returns = returns
+        return returns
+
+    def placed_frame(self, request: PlacementRequest, first: int) -> int | None:
+        """The first frame from ``first`` at which the placer places ``request`` on the state
+        as that frame finds it: every release up to its time given back (GPUs, CPUs and
+        memory), the nodes inside a maintenance window closed until they reopen. At most
+        :data:`PLACEMENT_PROBES` placements are tried, on frames where the placer's index
+        checks pass; ``None`` if none placed it. The state is what-if'd and restored.
+
+        For a packed heterogeneous gang, whose members share nodes by their shapes and take
+        classes of their own: the counts on the union of its classes said "fits" when the
+        GPUs were there on some class, though a member could take none of them (a 4-GPU
+        h100 member told t=1000, when an a100 node freed, started at t=2000), or when the
+        members' CPUs, memory or sizes did not pack onto the nodes free then."""
+        ctx, times = self.ctx, self.times
+        returns = self._frame_returns()
+        state, placer = self.state, ctx.placer
+        reopens = self._reopens
+        # a node's holders all gone by the frame's time leave it idle, as the score plugins
+        # see a node then (the busy-longest tie-break of pack: a node that frees before the
+        # frame is no busier than an idle one)
+        busy_until = state.busy_until
+        busy = sorted((until, n) for n, until in enumerate(busy_until) if 0 < until < math.inf)
+        idled: list[tuple[int, float]] = []
+        undo: list[Restore] = []
+        probes = 0
+        try:
+            for frame in range(len(times)):
+                if frame:
+                    undo.append(state.simulate_return(returns[frame]))
+                if frame < first:
+                    continue
+                at = times[frame]
+                while len(idled) < len(busy) and busy[len(idled)][0] <= at:
+                    until, n = busy[len(idled)]
+                    idled.append((n, until))
+                    busy_until[n] = 0.0
+                closed = frozenset(n for n, reopen in reopens.items() if reopen > at) | request.closed
+                probe = request._replace(closed=closed)
+                if not placer.plausible(probe):
+                    continue
+                probes += 1
+                if placer.place(probe) is not None:
+                    return frame
+                if probes >= PLACEMENT_PROBES:
+                    return None
+            return None
+        finally:
+            for restore in reversed(undo):
+                restore()
+            for n, until in idled:
+                busy_until[n] = until
 
     def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
         """Estimated earliest start, or ``None`` when capacity suffices already (something

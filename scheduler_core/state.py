@@ -352,6 +352,31 @@ class ClusterState:
 
         return restore
 
+    def simulate_return(self, pieces: Iterable[Grant]) -> Restore:
+        """Free ``pieces`` (GPUs, CPUs and memory held by whoever holds them now) as a what-if:
+        the state a later time finds once they are given back. GPUs already free are skipped;
+        the holders' grants are left as they are. Call the returned function to undo it."""
+        freed: list[Grant] = []
+        free_mask = self.free_mask
+        for g in pieces:
+            bits = g.mask & ~free_mask[g.node]
+            piece = g if bits == g.mask else Grant(g.node, bits, g.cpus, g.memory_gb)
+            if piece.mask or piece.cpus or piece.memory_gb:
+                self._give_back(piece)
+                freed.append(piece)
+
+        def restore() -> None:
+            for g in reversed(freed):
+                n = g.node
+                old = self.free_gpus[n]
+                self.free_mask[n] &= ~g.mask
+                new = self.free_gpus[n] = old - g.mask.bit_count()
+                self.free_cpus[n] -= g.cpus
+                self.free_mem[n] -= g.memory_gb
+                self._move(n, old, new)
+
+        return restore
+
     def simulate_partial_removal(self, holder: Holder, part: Sequence[Grant]) -> Restore:
         self.release_part(holder, part)
 

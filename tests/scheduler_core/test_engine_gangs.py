@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 from engine_builders import bound, gpu_count, make_cluster, make_job, make_running, role, why
+from test_engine_explain_eta import NO_BACKFILL, evolve
 
-from scheduler_core import ReasonCode, SchedulerConfig
+from scheduler_core import GangRole, ReasonCode, SchedulerConfig
 
 
 def test_seed_demo_two_32_gpu_gangs_on_48_free_gpus_one_runs_the_other_holds_nothing():
@@ -281,3 +282,41 @@ def test_heterogeneous_gang_whose_role_only_a_governed_type_runs_is_not_reserved
     w = why(plan, "g")
     assert w.code is ReasonCode.CAN_NEVER_RUN
     assert "team ml may hold at most 0 h100 GPUs" in w.message
+
+
+# A packed heterogeneous gang (members may share a node) is told the start at which it is
+# placed, each member on a node of its own classes with room for it: not the first release at
+# which the GPUs of all its members' classes pooled together would hold it.
+def eta_and_start(cluster) -> tuple[float | None, float | None]:
+    first, starts = evolve(cluster.snapshot(), NO_BACKFILL)
+    return why(first, "g").eta, starts.get("g")
+
+
+def test_packed_role_gang_is_told_the_start_its_trainers_gpu_type_has_room():
+    # a trainer of 4 h100 GPUs and two workers of 1 a100 GPU; n0 (a100) has 3 free until
+    # t=1000, h0 (h100) 3 free until t=2000. Until 7 Dec, counted on a100 and h100 pooled,
+    # it was told t=1000 (11 GPUs free, 8 on n0), when no h100 node has 4 free; it starts at
+    # t=2000.
+    cluster = (
+        make_cluster().nodes(1).nodes(1, gpu_type="h100", prefix="h").at(0)
+        .running(make_running(make_job("a").gpus(5).limit(1000)).on("n0", *range(5)),
+                 make_running(make_job("b").types("h100").gpus(5).limit(2000)).on("h0", *range(5)))
+        .pending(make_job("g").roles(role("trainer", 1, 4, "h100"), role("w", 2, 1, "a100")).limit(600))
+    )
+    assert eta_and_start(cluster) == (2000.0, 2000.0)
+
+
+def test_packed_role_gang_is_told_the_start_a_node_has_room_for_its_trainers_cpus():
+    # all a100: the trainer (4 GPUs) asks 8 CPUs a GPU, the two workers (1 GPU) none. n0's
+    # 6 GPUs free at t=1000, but job h holds 60 of its 64 CPUs until t=3000; n1 is full until
+    # t=2000. Until 7 Dec it was told t=1000 (the GPUs counted alone); the trainer starts on
+    # n1 at t=2000.
+    cluster = (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("h").gpus(2).cpus_per_gpu(30).limit(3000)).on("n0", 0, 1),
+                 make_running(make_job("a").gpus(6).limit(1000)).on("n0", *range(2, 8)),
+                 make_running(make_job("b").gpus(8).limit(2000)).whole("n1"))
+        .pending(make_job("g").roles(GangRole("trainer", 1, 4, (), 0, 8, 0), GangRole("w", 2, 1, (), 0, 0, 0))
+                 .limit(600))
+    )
+    assert eta_and_start(cluster) == (2000.0, 2000.0)
