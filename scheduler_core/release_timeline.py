@@ -20,7 +20,7 @@ from scheduler_core.distinct_nodes import NodeSet, node_sets, shapes_of
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES
 from scheduler_core.placement import PlacementRequest
-from scheduler_core.state import HOLD, JOB, ClusterState, Grant, Restore
+from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant, Restore
 from scheduler_core.types import TopologyConstraint
 
 PLACEMENT_PROBES = 24
@@ -248,6 +248,8 @@ class ReleaseTimeline:
         self._domain_base_one: dict[tuple[bool, tuple[int, ...], int], tuple[dict[int, int], dict[int, int]]] = {}
         self._capable: dict[tuple[int, ...], list[bool]] = {}
         self._returns: list[list[Grant]] | None = None
+        self._per_node_returns: dict[int, tuple[list[int], list[Grant]]] | None = None
+        self._busy_nodes: list[tuple[float, int]] | None = None
 
     def capacity(self, node_class: int) -> int:
         """Free GPUs of ``node_class`` once every known release happened."""
@@ -850,19 +852,38 @@ class ReleaseTimeline:
         returns = self._frame_returns()
         state, placer = self.state, ctx.placer
         reopens = self._reopens
+        # only the nodes of its classes: the placer looks at no other (the what-ifs of
+        # every node up to the frame where the counts fit were most of a probe's cost)
+        wanted = set(placer.union(request.member_classes))
+        node_class = state.node_class
+        upto: list[Grant] = []
+        for n, (frames, totals) in self._node_returns().items():
+            if node_class[n] in wanted:
+                i = bisect_right(frames, first) - 1
+                if i >= 0:
+                    upto.append(totals[i])
         # a node's holders all gone by the frame's time leave it idle, as the score plugins
         # see a node then (the busy-longest tie-break of pack: a node that frees before the
         # frame is no busier than an idle one)
         busy_until = state.busy_until
-        busy = sorted((until, n) for n, until in enumerate(busy_until) if 0 < until < math.inf)
+        busy = self._busy()
         idled: list[tuple[int, float]] = []
-        undo: list[Restore] = []
+        # members of one set of classes need their GPUs free there, the largest a node with
+        # room for it (index sums, before a placement is tried)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for m, cls in zip(request.demand.members, request.member_classes, strict=True):
+            group = groups.setdefault(cls, [0, 0])
+            group[0] += m.gpus
+            group[1] = max(group[1], m.gpus)
+        undo: list[Restore] = [state.simulate_return(upto)]
         probes = 0
         try:
-            for frame in range(len(times)):
-                if frame:
-                    undo.append(state.simulate_return(returns[frame]))
-                if frame < first:
+            for frame in range(first, len(times)):
+                if frame > first:
+                    undo.append(state.simulate_return(
+                        [g for g in returns[frame] if node_class[g.node] in wanted]))
+                if any(state.free_in(FLEET, 0, cls) < gpus or state.largest_free_block(cls) < largest
+                       for cls, (gpus, largest) in groups.items()):
                     continue
                 at = times[frame]
                 while len(idled) < len(busy) and busy[len(idled)][0] <= at:
@@ -884,6 +905,38 @@ class ReleaseTimeline:
                 restore()
             for n, until in idled:
                 busy_until[n] = until
+
+    def _node_returns(self) -> dict[int, tuple[list[int], list[Grant]]]:
+        """Per node something comes back to: the frames it does, and all that has come back
+        to it by each of them, as one grant (the GPUs' masks together, the CPUs and memory
+        summed), so a what-if of the state at a frame gives back one grant per node."""
+        if self._per_node_returns is not None:
+            return self._per_node_returns
+        per_node: dict[int, tuple[list[int], list[Grant]]] = {}
+        for frame, pieces in enumerate(self._frame_returns()):
+            for g in pieces:
+                frames, totals = per_node.setdefault(g.node, ([], []))
+                if frames and frames[-1] == frame:
+                    last = totals[-1]
+                    totals[-1] = Grant(g.node, last.mask | g.mask, last.cpus + g.cpus,
+                                       last.memory_gb + g.memory_gb)
+                elif totals:
+                    last = totals[-1]
+                    frames.append(frame)
+                    totals.append(Grant(g.node, last.mask | g.mask, last.cpus + g.cpus,
+                                        last.memory_gb + g.memory_gb))
+                else:
+                    frames.append(frame)
+                    totals.append(Grant(g.node, g.mask, g.cpus, g.memory_gb))
+        self._per_node_returns = per_node
+        return per_node
+
+    def _busy(self) -> list[tuple[float, int]]:
+        """(busy until, node) of every node busy until a known time, soonest first."""
+        if self._busy_nodes is None:
+            self._busy_nodes = sorted((until, n) for n, until in enumerate(self.state.busy_until)
+                                      if 0 < until < math.inf)
+        return self._busy_nodes
 
     def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
         """Estimated earliest start, or ``None`` when capacity suffices already (something
