@@ -9,7 +9,8 @@ own jobs will have released enough GPUs by their runtime limits, or the first re
 which its gang fits if that is later (it needs both); a job short of capacity gets
 the later of two estimates (:class:`~scheduler_core.release_timeline.ReleaseTimeline`): the first
 release time at which enough capable GPUs (and a node with room for each member that needs
-one of its own) are free, and the time by which the capacity of its node classes has run the work of the jobs ahead
+one of its own) are free (for a packed heterogeneous gang, the release time at which the placer
+places it, :meth:`ReleaseTimeline.placed_frame`), and the time by which the capacity of its node classes has run the work of the jobs ahead
 of it in the queue that wait for the same classes, for GPUs or only for a maintenance window
 (their GPUs x runtime limits, or
 ``default_runtime_estimate_s``; GPUs already held for them excluded), back to back. That second
