@@ -79,7 +79,13 @@ def loners(state: ClusterState, demand: Demand,
     return count
 
 
-_GangFacts = tuple[tuple[int, ...], tuple[int, ...], int, tuple[tuple[tuple[int, ...], int, int], ...]]
+_Rooms = tuple[tuple[tuple[int, ...], int, int], ...]
+"""Nodes a gang needs, as (classes, free GPUs at least, how many such nodes)."""
+_DomainNeeds = tuple[tuple[tuple[tuple[int, ...], int], ...], _Rooms]
+"""What a domain must hold for a gang (:meth:`Placer._domain_needs`): free GPUs per set of
+classes its members take, and the nodes with room its members that need one of their own
+take."""
+_GangFacts = tuple[tuple[int, ...], tuple[int, ...], int, _Rooms, _DomainNeeds]
 """See :meth:`Placer._facts`."""
 
 
@@ -188,7 +194,7 @@ class Placer:
             facts = self._gang_facts[key] = self._facts(req)
         if facts is None:
             return False
-        union, classes, need, sets = facts
+        union, classes, need, sets, _ = facts
         if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
             return False
         for set_classes, size, members in sets:
@@ -228,7 +234,45 @@ class Placer:
             sets = tuple((tuple(sorted(need.where)), min(s.gpus for s in need.shapes), need.members)
                          for need in node_sets(shapes_of(req.demand, req.member_classes)))
         return (self.union(req.member_classes), classes,
-                loners(self.state, req.demand, req.member_classes), sets)
+                loners(self.state, req.demand, req.member_classes), sets,
+                self._domain_needs(req, sets))
+
+    def _domain_needs(self, req: PlacementRequest, sets: _Rooms) -> _DomainNeeds:
+        """What one domain must hold for the gang, by index sums (:meth:`has_room`): the GPUs
+        of each set of classes its members take, when they take more than one (a role's
+        GPUs on its own type), and the nodes its members that need one of their own take.
+        Those are the members too large to share a node with another (more than half the
+        widest node of their classes) or, on distinct nodes, every member: for each size,
+        as many nodes with that much free on their classes as such members at least that
+        large (Hall's condition by GPUs; for a gang on distinct nodes, per set of its
+        members, ``sets``). Until 7 Dec a domain was asked only for a node each for the
+        members of the largest size, and not at all when there was one: a gang of 8, 6 and 6
+        GPUs on 8-GPU nodes tried a leaf with 20 GPUs free, 8 on one node and 4 on each of
+        three others, and failed there member by member."""
+        demand, state = req.demand, self.state
+        groups: dict[tuple[int, ...], int] = {}
+        for m, cls in zip(demand.members, req.member_classes, strict=True):
+            groups[cls] = groups.get(cls, 0) + m.gpus
+        gpus = tuple(groups.items()) if len(groups) > 1 else ()
+        loners: list[tuple[int, tuple[int, ...]]] = []
+        widest: dict[tuple[int, ...], int] = {}
+        for m, cls in zip(demand.members, req.member_classes, strict=True):
+            width = widest.get(cls)
+            if width is None:
+                width = widest[cls] = state.widest(cls)
+            if demand.distinct_nodes or 2 * m.gpus > width:  # Demand.own_node, inlined
+                loners.append((m.gpus, cls))
+        loners.sort(key=lambda lone: -lone[0])
+        rooms: list[tuple[tuple[int, ...], int, int]] = []
+        taken: set[int] = set()
+        for count, (size, cls) in enumerate(loners, 1):
+            taken.update(cls)
+            classes = tuple(sorted(taken))
+            if rooms and rooms[-1][1] == size:
+                rooms[-1] = (classes, size, count)
+            else:
+                rooms.append((classes, size, count))
+        return gpus, (*rooms, *sets)
 
     def _roomy_in(self, level: int, domain: int, classes: tuple[int, ...], largest: int) -> int:
         count = 0
@@ -255,10 +299,10 @@ class Placer:
         domains: set[int] = set()
         for c in union:
             domains.update(self.state.domains_of_class.get((level, c), ()))
-        bigs = loners(self.state, req.demand, req.member_classes)
+        needs = self.needs_in_domain(req)
         scored = []
         for d in domains:
-            free = self.has_room(level, d, union, req, bigs)
+            free = self.has_room(level, d, union, req, needs)
             if free is not None:
                 scored.append((free, d))
         # Best fit (fewest free GPUs that suffice) for locality-preferring plugins, emptiest
@@ -268,15 +312,32 @@ class Placer:
                                     sign * fd[0], fd[1]))
         return [d for _, d in scored]
 
+    def needs_in_domain(self, req: PlacementRequest) -> _DomainNeeds:
+        """:meth:`_domain_needs` of the request's gang (memoised with :meth:`_facts`)."""
+        key = (req.demand, req.member_classes)
+        facts = self._gang_facts.get(key)
+        if facts is None:
+            facts = self._gang_facts[key] = self._facts(req)
+        return ((), ()) if facts is None else facts[4]
+
     def has_room(self, level: int, domain: int, union: tuple[int, ...], req: PlacementRequest,
-                 bigs: int) -> int | None:
+                 needs: _DomainNeeds) -> int | None:
         """The free GPUs of ``union`` in ``domain`` if it has room for the gang by the counts
-        (its GPUs, and a node each for its ``bigs`` largest members), else ``None``."""
-        free = self.state.free_in(level, domain, union)
-        if free >= req.demand.gpus and (
-                bigs <= 1 or self._roomy_in(level, domain, union, req.demand.largest_member) >= bigs):
-            return free
-        return None
+        (its GPUs, on each set of classes its members take, and the nodes its members that
+        need one of their own take, ``needs``), else ``None``. Necessary only: a domain it
+        admits may still fail member by member."""
+        state = self.state
+        free = state.free_in(level, domain, union)
+        if free < req.demand.gpus:
+            return None
+        gpus, rooms = needs
+        for classes, wanted in gpus:
+            if state.free_in(level, domain, classes) < wanted:
+                return None
+        for classes, size, count in rooms:
+            if self._roomy_in(level, domain, classes, size) < count:
+                return None
+        return free
 
     def _one_node(self, req: PlacementRequest) -> list[Grant] | None:
         """Every member of a ``same_node`` gang on one node: a node of a class all members
@@ -561,11 +622,11 @@ class GrowingRooms:
     of the nodes freed since (:meth:`freed`) are looked at again. (The full pass over every
     leaf after each of some 300 removals was about a third of the head's search.)"""
 
-    __slots__ = ("found", "domains", "touched", "bigs")
+    __slots__ = ("found", "domains", "touched", "needs")
 
     def __init__(self) -> None:
-        self.bigs = 0
-        """The gang's members that need a node of their own (the gang does not change)."""
+        self.needs: _DomainNeeds = ((), ())
+        """What a domain must hold for the gang (the gang does not change)."""
         self.found = False
         """Some domain had room: it still has."""
         self.domains: set[int] | None = None
@@ -583,7 +644,7 @@ class GrowingRooms:
             return True
         state = placer.state
         if self.domains is None:
-            self.bigs = loners(state, req.demand, req.member_classes)
+            self.needs = placer.needs_in_domain(req)
             self.domains = set()
             for c in union:
                 self.domains.update(state.domains_of_class.get((level, c), ()))
@@ -591,7 +652,7 @@ class GrowingRooms:
         else:
             domain_of = state.leaf if level == LEAF else state.spine
             looked_at = {domain_of[n] for n in self.touched} & self.domains
-        bigs = self.bigs
-        self.found = any(placer.has_room(level, d, union, req, bigs) is not None for d in looked_at)
+        needs = self.needs
+        self.found = any(placer.has_room(level, d, union, req, needs) is not None for d in looked_at)
         self.touched.clear()
         return self.found
