@@ -24,7 +24,7 @@ def loop_warning(loop: Mapping[str, Any] | None, dated: str = "") -> str:
         return "No scheduling cycle has run yet: no job starts until the scheduling loop runs (qm config)."
     if not loop.get("stalled"):
         return ""
-    age, last = output.human_duration(loop.get("last_cycle_age_s")), output.utc_text(loop.get("last_cycle_at"))
+    age, last = output.human_distance(loop.get("last_cycle_age_s") or 0), output.utc_text(loop.get("last_cycle_at"))
     as_of = f"{dated} are as of then, and " if dated else ""
     return (f"The scheduling loop has stalled: no cycle has committed for {age} (the last at {last}); "
             f"{as_of}no job starts until it runs again (/healthz, qm config).")

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 from controlplane.cli import terminal_width
+from controlplane.services.distance_text import distance_words
 
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -58,14 +59,11 @@ def human_duration(seconds: float | None) -> str:
 
 
 def human_distance(seconds: float) -> str:
-    """How far off an ETA is, as the job and jobs pages say it: to the nearest second under a
-    minute, the nearest minute under a day, the nearest hour after (`10m` of 9 min 51 s, where the
-    page says "in 10 min"; `human_duration`, which cuts, said `9m`). Elapsed times keep cutting, as
-    Slurm's do."""
-    if seconds < 59.5:
-        return human_duration(round(seconds))
-    step = 60 if seconds < 86400 - 30 else 3600
-    return human_duration(round(seconds / step) * step)
+    """How far off a time is (an ETA, a checkpoint, a likely start passed) as the job and jobs
+    pages say it, by their one rule (services/distance_text): "42 s", "10 min" of 9 min 51 s,
+    "3.0 h", "3.5 days" (qm said "9m", "3h" and "2h29m" beside the page's "10 min", "3.0 h" and
+    "2.5 h"). A table's elapsed column keeps `human_duration`, cut as Slurm's squeue TIME is."""
+    return distance_words(seconds)
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -94,8 +92,8 @@ def age(value: str | None, now: datetime | None = None) -> str:
 
 def ago(value: str | None) -> str:
     """How long ago a time was, as the job page says it beside the time ("18 min ago", of
-    17 min 40 s): to the nearest minute (`human_distance`), where `age`, a table's elapsed
-    column, cuts; "-" for none."""
+    17 min 40 s; "3.0 h ago"): `human_distance`, where `age`, a table's elapsed column, cuts;
+    "-" for none."""
     when = parse_time(value)
     if when is None:
         return "-"

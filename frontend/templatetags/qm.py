@@ -18,6 +18,7 @@ from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import eta_text as eta_words
 from controlplane.services import exit_codes, percent_text
 from controlplane.services.access import access_of, may_submit
+from controlplane.services.distance_text import distance_words
 from controlplane.services.span_text import span_words
 from controlplane.services.stopping import state_label
 from controlplane.services.whole_words import held_together
@@ -169,17 +170,10 @@ def span(seconds: float | None) -> str:
 
 @register.filter
 def duration(value: timedelta | float | int | None) -> str:
+    """How long ago or how far off, as qm says it too ("18 min", "3.0 h": services/distance_text)."""
     if value is None:
         return "–"
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
+    return distance_words(value.total_seconds() if isinstance(value, timedelta) else float(value))
 
 
 @register.filter

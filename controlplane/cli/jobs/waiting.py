@@ -71,7 +71,7 @@ def eta_told_text(job: dict[str, Any]) -> str:
     if told is None or started is None:
         return ""
     gap = (started - told).total_seconds()
-    how = f"started {output.human_duration(abs(gap))} {'after' if gap > 1 else 'before'} it"
+    how = f"started {output.human_distance(abs(gap))} {'after' if gap > 1 else 'before'} it"
     return f"{output.utc_text(job['eta_told'])} (told {output.utc_text(job.get('eta_told_at'))}), {how}"
 
 

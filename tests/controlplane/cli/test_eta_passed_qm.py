@@ -26,7 +26,7 @@ def test_explain_and_status_say_a_passed_eta_passed(alice_qm, fleet) -> None:
     explained = alice_qm("explain", str(job.pk)).out
     status = alice_qm("status", str(job.pk)).out
 
-    words = rf"was {utc(eta)}, passed 3m ago: no scheduling cycle has run since"
+    words = rf"was {utc(eta)}, passed 3 min ago: no scheduling cycle has run since"
     assert re.search(rf"^  latest start:\s+{words}$", explained, re.M), explained
     assert re.search(rf"^latest start:\s+{words}$", status, re.M), status
     assert "in 0s" not in explained
@@ -37,5 +37,5 @@ def test_a_future_eta_reads_as_before(alice_qm, fleet) -> None:
     job = f.make_job(fleet.ml, pending_code="WaitingForReservation", queue_position=1, eta=eta)
     explained = alice_qm("explain", str(job.pk)).out
     status = alice_qm("status", str(job.pk)).out
-    assert re.search(rf"^  latest start:\s+{utc(eta)} \(in 2h\)$", explained, re.M), explained
+    assert re.search(rf"^  latest start:\s+{utc(eta)} \(in 2.0 h\)$", explained, re.M), explained
     assert re.search(rf"^latest start:\s+{utc(eta)}$", status, re.M), status

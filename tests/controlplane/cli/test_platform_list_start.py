@@ -41,7 +41,7 @@ def test_list_shows_each_waiting_jobs_expected_start(alice_qm, fleet) -> None:
     def cell(job_id: int) -> str:
         return _row(run.out, job_id)[start:end].strip()
 
-    assert cell(soon.pk) == "in 2h", run.out
+    assert cell(soon.pk) == "in 2.0 h", run.out
     assert cell(passed.pk) == "passed", run.out
     assert cell(unknown.pk) == "-", run.out
     assert cell(running.pk) == "-", run.out

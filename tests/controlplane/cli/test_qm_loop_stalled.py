@@ -31,7 +31,7 @@ def _last_cycle(at):
 def _stalled(last, dated: str = "") -> str:
     """The sentence qm says of a loop whose last cycle committed at `last`, 10 minutes ago."""
     as_of = f"{dated} are as of then, and " if dated else ""
-    return (f"The scheduling loop has stalled: no cycle has committed for 10m (the last at {last:%Y-%m-%d %H:%M:%S} "
+    return (f"The scheduling loop has stalled: no cycle has committed for 10 min (the last at {last:%Y-%m-%d %H:%M:%S} "
             f"UTC); {as_of}no job starts until it runs again (/healthz, qm config).")
 
 
@@ -62,7 +62,7 @@ def test_list_says_on_stderr_when_the_scheduling_loop_has_stalled(alice_qm, flee
     # the table itself is as it was: piped, it parses as before
     assert "scheduling loop" not in stalled.out.lower()
     # its ETA 2 h away, a few seconds less by now: to the nearest minute, as the page says it
-    assert re.search(rf"^\s*{job.pk}\s+big\s+.*\bin 2h\s+QuotaExceeded$", stalled.out, re.M), stalled.out
+    assert re.search(rf"^\s*{job.pk}\s+big\s+.*\bin 2.0 h\s+QuotaExceeded$", stalled.out, re.M), stalled.out
     # none of yours: still said, the loop is down all the same
     none = alice_qm("list", "--name", "no-such-job")
     assert none.out.strip() == "No jobs pending or running (use --all for finished ones)."

@@ -90,6 +90,6 @@ def test_sinfo_says_when_the_scheduling_loop_has_stalled(alice_qm, fleet) -> Non
     lines = stalled.out.splitlines()
     queue_line = next(i for i, line in enumerate(lines) if line.startswith("Queue: "))
     assert re.fullmatch(
-        rf"The scheduling loop has stalled: no cycle has committed for 10m \(the last at "
+        rf"The scheduling loop has stalled: no cycle has committed for 10 min \(the last at "
         rf"{last:%Y-%m-%d %H:%M:%S} UTC\); the reasons above are as of then, and no job starts until it runs "
         r"again \(/healthz, qm config\)\.", lines[queue_line + 1]), lines[queue_line + 1]

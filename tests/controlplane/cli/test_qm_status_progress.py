@@ -33,7 +33,7 @@ def test_status_says_steps_tokens_and_the_last_checkpoint(alice_qm, fleet) -> No
 
     assert r.code == 0, r.err
     assert _field(r.out, "progress") == "18,250 steps, 1,203,000,000 useful tokens"
-    assert _field(r.out, "last checkpoint") == f"{output.utc_text(saved.isoformat())} (25m ago)"
+    assert _field(r.out, "last checkpoint") == f"{output.utc_text(saved.isoformat())} (25 min ago)"
 
 
 def test_a_job_that_never_reported_says_so(alice_qm, fleet) -> None:  # noqa: ANN001

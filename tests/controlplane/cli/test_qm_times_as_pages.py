@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_explain_and_status_say_the_eta_as_the_reason_does(alice_qm, fleet) -> None:
-    # 10 s past the 2 h, to the nearest minute "in 2h" (30 s past sat on the rounding's edge: "in 2h1m")
+    # 10 s past the 2 h: "in 2.0 h", as the page says it (qm said "in 2h", and 30 s past "in 2h1m")
     eta = (timezone.now() + timedelta(hours=2, seconds=10)).replace(microsecond=769_399)
     job = f.make_job(fleet.ml, pending_code="WaitingForReservation", queue_position=2, eta=eta,
                      pending_message=f"Holds a reservation from t={round(eta.timestamp())}.")
@@ -33,7 +33,7 @@ def test_explain_and_status_say_the_eta_as_the_reason_does(alice_qm, fleet) -> N
 
     said = utc(eta)  # "2026-… HH:MM:SS UTC", rounded
     assert f"Holds a reservation from {said}." in explained
-    assert re.search(rf"^  latest start:\s+{said} \(in 2h\)$", explained, re.M), explained
+    assert re.search(rf"^  latest start:\s+{said} \(in 2.0 h\)$", explained, re.M), explained
     assert re.search(rf"^latest start:\s+{said}$", status, re.M), status
     assert re.search(rf"^submitted:\s+{utc(job.submitted_at)}$", status, re.M), status
 
