@@ -3,8 +3,12 @@
 status (services/exit_codes.followed_status): 0 when it succeeded, its exit code N when it failed
 with N, the 143 of a job stopped by SIGTERM when cancelled, 1 when it ended with no code of its
 own (cancelled before it started); a job preempted and requeued is followed into its next run,
-and that run's end decides, not the preemption's 143 (the researcher audit, 7 Dec). Each job's
-end is written by the real transitions."""
+and that run's end decides, not the preemption's 143 (the researcher audit, 7 Dec). A job stopped
+at its runtime limit exits as its processes did on the stop (143 of SIGTERM, 137 of the SIGKILL at
+the grace period's end); one stopped (cancelled, timed out) whose processes exited 0 on the
+SIGTERM exits 1, where srun would say 0: it did not succeed, and `qm logs -f --exit-with-job &&
+next` must not go on to `next` (docs/api.md says why). Each job's end is written by the real
+transitions."""
 
 from __future__ import annotations
 
@@ -44,9 +48,27 @@ def _cancelled_running(fleet: Fleet) -> Job:
     return job
 
 
+def _timed_out(fleet: Fleet, code: int) -> Job:
+    """Stopped by the scheduler at its runtime limit (its SIGTERM), its processes then exiting
+    with `code`."""
+    job, allocation = _running(fleet)
+    assert transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_RUNTIME_LIMIT,
+                                   grace_period_s=30, at=timezone.now(), actor="scheduler",
+                                   message="Reached its runtime limit of 1 h")
+    _exits(job, allocation, code)
+    return job
+
+
 def _ended(fleet: Fleet, how: str) -> Job:
     if how == "cancelled while running":
         return _cancelled_running(fleet)
+    if how == "cancelled while running, exited 0 on its SIGTERM":
+        job, allocation = _running(fleet)
+        assert transitions.cancel_job(job, "alice")
+        _exits(job, allocation, 0)
+        return job
+    if how.startswith("timed out"):
+        return _timed_out(fleet, int(how.rsplit(" ", 1)[1]))
     if how == "cancelled waiting":
         job = f.make_job(fleet.ml, name="train", gpus=1, submitter=fleet.users["owner"])
         assert transitions.cancel_job(job, "alice")
@@ -62,6 +84,10 @@ def _ended(fleet: Fleet, how: str) -> Job:
     ("failed 3", "failed", 3),
     ("cancelled while running", "cancelled", 143),
     ("cancelled waiting", "cancelled", 1),
+    ("cancelled while running, exited 0 on its SIGTERM", "cancelled", 1),
+    ("timed out 143", "timed_out", 143),
+    ("timed out 137", "timed_out", 137),
+    ("timed out 0", "timed_out", 1),
 ])
 def test_a_follow_exits_as_the_job_ended_with_exit_with_job(alice_qm: Callable[..., Run], fleet: Fleet, command: str,
                                                             how: str, state: str, status: int) -> None:
