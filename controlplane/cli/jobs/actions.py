@@ -78,8 +78,8 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
 
 
 def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
-    """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
-    array. Every id's form is checked before any job is touched (a typo among them acted on the
+    """POST `jobs/{id}/{verb}/` for each job named (once, however often it is named), or
+    `job-arrays/{id}/{verb}/` once for an array. Every id's form is checked before any job is touched (a typo among them acted on the
     jobs before it and not those after), and every job is read first (`_refuse_unless_all_can`);
     one refused at its action (it changed since the read, or, a requeue, the API judges it
     further) is an error line on standard error and the others still act. --json: the API's answer for one job; for several, one JSON list of the
@@ -90,7 +90,9 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
         return _act_on_array(api, args, verb)
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
-    ids = [arguments.job_id(job, f"qm {verb} --array") for job in args.jobs]
+    # Each job once, in the order first named: a job named twice (a list pasted twice) was acted
+    # on, then refused ("already ended: cancelled"), and the command exited 1 having done as asked.
+    ids = list(dict.fromkeys(arguments.job_id(job, f"qm {verb} --array") for job in args.jobs))
     _refuse_unless_all_can(api, ids, verb)
     body = _action_body(args)
     failed, results = 0, []
