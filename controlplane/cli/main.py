@@ -75,7 +75,7 @@ from controlplane.cli.jobs.update import cmd_update
 from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
 from controlplane.cli.scheduling import SPRIO_SHOWN, cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
-from controlplane.cli.slurm_flags import refuse_shortened, refuse_unknown
+from controlplane.cli.slurm_flags import Parser, refuse_shortened, refuse_unknown
 
 # ------------------------------------------------------------------------------------ parser
 
@@ -202,8 +202,8 @@ EXIT_WITH_JOB_HELP = ("with --follow, exit as the job did, as srun and sattach d
 
 def build_parser() -> argparse.ArgumentParser:
     common = _common_options(defaults=False)
-    parser = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU jobs from the command line.",
-                                     parents=[_common_options(defaults=True)])
+    parser = Parser(prog="qm", description="Quartermaster: GPU jobs from the command line.",
+                    parents=[_common_options(defaults=True)])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("login", parents=[common], help="get a token and store it")

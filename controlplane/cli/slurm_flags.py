@@ -1,12 +1,15 @@
 """A flag `qm` does not take, refused by the command it was given to: that command's usage, and
 for a flag Slurm's tools take, what qm does instead (`--gres`: `--gpus N` and `--gpu-type`); for a
 misspelled one, the flag meant. argparse refused every unknown flag with `qm`'s own usage
-(`qm [-h] [--url URL] [--json] COMMAND ...`), which lists none of the command's flags."""
+(`qm [-h] [--url URL] [--json] COMMAND ...`), which lists none of the command's flags. A command
+qm does not have is refused alike (`Parser`): for a Slurm tool's name, the qm command doing its
+work (`qm sbatch`: `qm submit`); for a misspelling, the command meant."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -39,6 +42,40 @@ INSTEAD = {
     "-w": "qm list --node NODE lists the jobs on a node; a job cannot be pinned to nodes",
     "--nodelist": "qm list --node NODE, qm history --node NODE; a job cannot be pinned to nodes",
 }
+
+
+#: Slurm's tools qm has no command of that name for (squeue, scancel, sacct, sinfo, sprio and
+#: sshare it has), and near names a person types, with the qm command that does their work.
+COMMAND_INSTEAD = {
+    "sbatch": "qm submit (its flags are sbatch's: -J, -G, -t, -A, --wrap; qm submit --help)",
+    "srun": "qm submit, then qm logs JOB -f --exit-with-job to follow it and exit as it did",
+    "salloc": "qm submit --workload interactive -- COMMAND: a job is its command, and holds its GPUs while it runs",
+    "scontrol": "qm status JOB (show job), qm hold, release, requeue and update JOB",
+    "sattach": "qm logs JOB -f",
+    "sstat": "qm status JOB (its progress and last checkpoint), qm logs JOB",
+    "sreport": "qm showback (GPU-hours and cost by team, project, job or class)",
+    "queue": "qm list (squeue): your team's waiting and running jobs, each with its place and start",
+}
+
+_INVALID_COMMAND = re.compile(r"argument [A-Z]+: invalid choice: '([^']*)'")
+
+
+class Parser(argparse.ArgumentParser):
+    """qm's parsers: a command (or a subcommand: `qm notify ad`) that is none is refused as
+    argparse does, exit 2 with the usage and the commands, and under them what to type instead:
+    a Slurm tool's qm command (COMMAND_INSTEAD) or the closest command's name."""
+
+    def error(self, message: str) -> NoReturn:
+        typed = _INVALID_COMMAND.match(message)
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if typed and subs:
+            word, names = typed.group(1), list(subs[0].choices)
+            close = difflib.get_close_matches(word, names, n=1, cutoff=0.7)
+            if self.prog == "qm" and word in COMMAND_INSTEAD:
+                message += f"\n  {word}: {COMMAND_INSTEAD[word]}"
+            elif close:
+                message += f"\n  {word}: did you mean {self.prog} {close[0]}?"
+        super().error(message)
 
 
 def _flag_of(word: str) -> str | None:
