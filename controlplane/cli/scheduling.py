@@ -174,8 +174,9 @@ def cmd_sshare(api: Api, args: argparse.Namespace) -> int:
         # memory share when it is the dominant one.
         wide=["CPU SHARE", "MEM SHARE"],
     )
-    output.note(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "
-          f"{output.human_duration(body['half_life_s'])} half-life, over the fleet); among jobs of equal "
+    # the half-life as the teams page says it ("halved every 7.0 days"; it said "a 7d half-life")
+    output.note(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed, "
+          f"halved every {output.human_distance(body['half_life_s'])}, over the fleet); among jobs of equal "
           f"priority the team with the lower share goes first (qm sprio).")
     return 0
 

@@ -45,7 +45,7 @@ def test_a_member_reads_the_window_too(client_for) -> None:
 
 def test_the_fair_share_column_says_its_unit_and_half_life_not_the_window(client_for, settings) -> None:
     # "34.8 GPU-h" under "last 7 days" read as the window's usage: it is past usage fading with
-    # the fair-share half-life (qm sshare says it: "decayed with a 7d half-life")
+    # the fair-share half-life (qm sshare says it so: "decayed, halved every 7.0 days")
     settings.QM = {**settings.QM, "FAIR_SHARE_HALF_LIFE_S": 3 * 86400}
     page = client_for("finn").get("/teams/?window=24h").content.decode()
     assert ('<small class="muted" id="fair-share-unit">(GPU-h, decayed: halved every 3.0 days; not the window\'s)'

@@ -37,7 +37,7 @@ def test_a_team_holding_nothing_shows_its_decayed_usage_and_every_surface_says_s
 
     caption = figures.dominant_share([], {"ml": fleet.ml.pk}).caption
     assert "it holds" not in caption and "plus its past usage decayed by the fair-share half-life" in caption, caption
-    assert f"({WORDS} with a" in qm("sshare").out
+    assert f"({WORDS}, halved every" in qm("sshare").out
 
     schema = page.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     row_schema = schema["components"]["schemas"]["FairShareRow"]["properties"]

@@ -28,6 +28,15 @@ def test_sshare_lists_every_team_lowest_first(alice_qm, fleet) -> None:
     assert re.match(r"TEAM\s+SHARE\s+OF\s+GPU SHARE\s+CPU SHARE\s+MEM SHARE\s+GPUS HELD\s+GPU-H DECAYED$", lines[0])
     assert re.match(r"vision\s+0\.000\s+gpus\s+0\.000\s+0\.000\s+0\.000\s+0\s+< 0\.01$", lines[1]), run.out
     assert re.match(r"ml\s+0\.333\s+gpus\s+0\.333\s+\d\.\d{3}\s+\d\.\d{3}\s+16\s+(0|\d+\.\d\d)$", lines[2]), run.out
+    # the half-life in the teams page's words ("halved every 7.0 days"), where qm said "a 7d half-life"
     assert lines[3].startswith("SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage "
-                               "decayed with a 7d half-life")
+                               "decayed, halved every 7.0 days, over the fleet)")
+    assert _page_half_life(604800) == "halved every 7.0 days"
     assert '"half_life_s": 604800' in alice_qm("--json", "sshare").out
+
+
+def _page_half_life(seconds: float) -> str:
+    """How the teams page's Fair-share usage heading says the half-life (teams.html)."""
+    from django.template import Context, Template
+
+    return Template("{% load qm %}halved every {{ s|duration }}").render(Context({"s": seconds}))
