@@ -9,6 +9,7 @@ from typing import Any
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import Api, CliError
+from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted
 
 #: The API's fields (maintenance-windows/) → `qm maint`'s flags, as client.refusal names them.
@@ -60,8 +61,10 @@ def _maint_body(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
 
 
 def _window_times(window: dict[str, Any]) -> str:
+    """From when to when, and how long whole as typed (`1 d 2 h 30 min`, as the window's own
+    sentences say it; two units cut, "1d2h", dropped the half hour)."""
     return (f"from {output.utc_text(window['start_at'])} to {output.utc_text(window['end_at'])} "
-            f"({output.human_duration(window['duration_s'])})")
+            f"({span_words(window['duration_s'])})")
 
 
 def _print_affected(window: dict[str, Any]) -> None:
@@ -130,7 +133,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
                   + " Schedule one: qm maint add --nodes NODE --start +2h --duration 4h --reason '...'")
             return 0
         output.table([(w["id"], w["state"], output.utc_text(w["start_at"], suffix=""),
-                       output.utc_text(w["end_at"], suffix=""), output.human_duration(w["duration_s"]),
+                       output.utc_text(w["end_at"], suffix=""), span_words(w["duration_s"]),
                        output.nodes_cell(w["nodes"]), len(w["affected_running_jobs"]), w["reason"]) for w in rows],
                      ["ID", "STATE", "START (UTC)", "END (UTC)", "LENGTH", "NODES", "AFFECTED JOBS", "REASON"],
                      cut=["REASON"])
@@ -156,7 +159,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
             return 0
         output.fields([("Window", window["id"]), ("State", window["state"]), ("Nodes", ", ".join(window["nodes"])),
                        ("Start", output.utc_text(window["start_at"])), ("End", output.utc_text(window["end_at"])),
-                       ("Length", output.human_duration(window["duration_s"])), ("Reason", window["reason"]),
+                       ("Length", span_words(window["duration_s"])), ("Reason", window["reason"]),
                        ("Created", f"{output.utc_text(window['created_at'])} by {window['created_by'] or '-'}")]
                       + ([("Cancelled", f"{output.utc_text(window['cancelled_at'])} by "
                                         f"{window['cancelled_by'] or '-'}")] if window["cancelled_at"] else [])

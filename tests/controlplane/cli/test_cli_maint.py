@@ -5,6 +5,7 @@ time); a refusal names the flag as typed; the running jobs a window affects are 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
@@ -44,7 +45,7 @@ def test_an_admin_adds_a_window_and_is_told_which_running_jobs_it_affects(qm, fl
     assert window.end_at - window.start_at == timedelta(hours=4) and window.reason == "firmware upgrade"
     lines = r.out.splitlines()
     assert lines[0].startswith(f"Maintenance window {window.pk} scheduled: h100-1,h100-2 from ")
-    assert lines[0].endswith("(4h): firmware upgrade.")
+    assert lines[0].endswith("(4 h): firmware upgrade.")
     assert lines[1].startswith("1 running job will still hold GPUs on its nodes when it begins, by its runtime limit")
     assert lines[2].split()[:2] == ["JOB", "NAME"]
     row = lines[3]
@@ -172,3 +173,20 @@ def test_a_window_starting_now_says_what_runs_inside_it_now(qm, fleet) -> None: 
                         "limit at the latest (the scheduler stops none: cancel or requeue them to free the nodes):")
     assert lines[3].split()[0] == str(job)
     assert empty.out.splitlines()[1] == "No job holds GPUs on its nodes now."
+
+
+def test_a_windows_length_is_said_whole_as_the_server_says_it(qm, fleet) -> None:  # noqa: ANN001
+    """A window of 1 d 2 h 30 min: `qm maint add`, `show` and `list` said "1d2h" (two units, the
+    half hour cut off), where the window's own sentences say "1 d 2 h 30 min" (services/maintenance.span)."""
+    from controlplane.services.maintenance import span
+
+    _root(qm)
+    added = qm("maint", "add", "--nodes", "h100-1", "--start", "+2h", "--duration", "1d2h30m", "--reason", "rack")
+    assert added.code == 0, added.err
+    window = MaintenanceWindow.objects.get()
+    said = span((window.end_at - window.start_at).total_seconds())
+    assert said == "1 d 2 h 30 min"
+
+    assert added.out.splitlines()[0].endswith(f"({said}): rack.")
+    assert re.search(rf"^Length:\s+{said}$", qm("maint", "show", str(window.pk)).out, re.M)
+    assert f"  {said}  " in qm("maint", "list").out
