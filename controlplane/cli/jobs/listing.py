@@ -51,7 +51,7 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
 
 
 def _start_cell(job: dict[str, Any]) -> str:
-    """When a waiting job is expected to start (its ETA, as `squeue --start` says): `in 2h`,
+    """When a waiting job is expected to start (its ETA, as `squeue --start` says): `in 2.0 h`,
     `passed` once the time is past (no cycle has run since), `-` without one."""
     eta = output.parse_time(job.get("eta")) if job["state"] == "pending" else None
     if eta is None:

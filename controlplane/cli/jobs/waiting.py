@@ -35,8 +35,8 @@ def position_text(position: int | None, code: str | None, held: bool | None, res
 
 
 def eta_text(value: str | None, *, relative: bool) -> str:
-    """An ETA as the job's page says it: "<time> (in 2h)"; once passed, "was <time>, passed
-    3m ago: no scheduling cycle has run since" (each cycle writes every waiting job's ETA anew,
+    """An ETA as the job's page says it: "<time> (in 2.0 h)"; once passed, "was <time>, passed
+    3 min ago: no scheduling cycle has run since" (each cycle writes every waiting job's ETA anew,
     never before the cycle), not "(in 0s)" as if it were starting."""
     eta = output.parse_time(value)
     if eta is None:
