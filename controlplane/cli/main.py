@@ -132,6 +132,12 @@ def _whole_number(text: str, what: str, least: int = 1, most: int | None = None)
     return int(value)
 
 
+def _exit_code(text: str) -> int:
+    """`qm history --exit-code N`: a code a job can end with, 0 to 255 (`--exit-code 300` found
+    none, exit 0, as if no job had ended so)."""
+    return _whole_number(text, "an exit code; a signal's death is 128 + its number: 137 of SIGKILL", least=0, most=255)
+
+
 def _latest_count(text: str, what: str = "the latest N runs") -> int:
     """--limit N: a whole number of runs (of jobs: `what`), at least 1."""
     return _whole_number(text, what)
@@ -440,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--team", "--account", "-A", help="only this team's jobs (as sacct -A)")
     p.add_argument("--node", help="only jobs that ran on this node (in any run), as sacct --nodelist")
     p.add_argument("--name", help="only jobs whose name contains this")
-    p.add_argument("--exit-code", type=int, help="only jobs that ended with this exit code")
+    p.add_argument("--exit-code", type=_exit_code, help="only jobs that ended with this exit code (0 to 255)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table (default), csv (the server's, as the history page's Download CSV and GET "
                         "jobs/history.csv give it: newest end first, every figure in full, a TOTAL row) or "

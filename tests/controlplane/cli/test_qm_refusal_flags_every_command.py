@@ -23,7 +23,9 @@ def test_a_refused_flag_is_named_by_every_command_that_sends_it(alice_qm, fleet)
         "list --state": alice_qm("list", "--state", "runing"),
         "squeue --sort": alice_qm("squeue", "--sort", "bogus"),
         "showback --window": alice_qm("showback", "--window", "3x"),
-        "history --exit-code": alice_qm("history", "--exit-code", "99999999999"),
+        # (history --exit-code 99999999999 was the case here: qm now refuses a code past 255 itself,
+        # test_qm_history_exit_code_range.py)
+        "history --user": alice_qm("history", "--user", "nobody"),
         "logs --generation": alice_qm("logs", str(job.pk), "--generation", "-1"),
         "hold --array --reason": alice_qm("hold", "--array", array_id, "--reason", long),
     }
@@ -38,7 +40,7 @@ def test_a_refused_flag_is_named_by_every_command_that_sends_it(alice_qm, fleet)
     # (squeue --offset -1 was the case here: qm now refuses it itself, test_qm_counts_refused_before_asking.py.)
     assert lines["squeue --sort"][1].startswith("  ordering (--sort bogus): 'bogus' is not a field this list sorts by; ")
     assert lines["showback --window"][1].startswith("  window (--window 3x): '3x' is not a window: ")
-    assert lines["history --exit-code"][1].startswith("  exit_code (--exit-code 99999999999): ")
+    assert lines["history --user"][1].startswith("  user (--user nobody): ")
     assert lines["logs --generation"][1].startswith("  generation (--generation -1): -1 is out of range")
     # The value typed is cut short where it is long: the message says how long it was.
     assert lines["hold --array --reason"][1] == f"  reason (--reason {'x' * 59}…): at most 200 characters (201 given)"
@@ -56,7 +58,7 @@ def test_a_refused_job_among_several_names_the_flag_on_its_own_lines(alice_qm, f
 
 
 @pytest.mark.parametrize("args", [("showback", "--window", "3x", "--csv"),
-                                  ("history", "--exit-code", "99999999999", "--format", "csv")])
+                                  ("history", "--user", "nobody", "--format", "csv")])
 def test_a_refused_csv_names_the_flag_too(qm, fleet, args) -> None:
     """The CSV's refusal is one sentence in one cell: it said `Invalid request. window: ...`."""
     assert qm("login", "-u", "finn" if args[0] == "showback" else "alice", "--password-stdin",
@@ -65,5 +67,5 @@ def test_a_refused_csv_names_the_flag_too(qm, fleet, args) -> None:
     run = qm(*args)
 
     assert run.code == 1 and run.out == ""
-    assert run.err.splitlines()[1].startswith(f"  {'window' if args[0] == 'showback' else 'exit_code'} "
+    assert run.err.splitlines()[1].startswith(f"  {'window' if args[0] == 'showback' else 'user'} "
                                               f"({args[1]} {args[2]}): "), run.err

@@ -44,3 +44,4 @@ def test_a_misspelled_command_is_told_the_one_meant(capsys, typed: str, meant: s
 def test_a_word_like_no_command_is_told_only_the_commands(capsys) -> None:
     lines = _refused(capsys, "frobnicate")
     assert lines[-1].startswith("qm: error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'login',")
+
