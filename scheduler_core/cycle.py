@@ -71,15 +71,12 @@ from scheduler_core.head_reservation import (
 )
 from scheduler_core.job_shape import JobShape, classes_for, new_shape, shape_key, shape_of
 from scheduler_core.maintenance import MaintenanceCalendar
-from scheduler_core.nomination import also_by_preemption, protected_outcome, try_preemption
+from scheduler_core.nomination import ProtectedWays, also_by_preemption, protected_outcome, try_preemption
 from scheduler_core.outcome import Outcome
 from scheduler_core.over_quota import never_under_quota, over_quota, quota_never, quota_outcome
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
-from scheduler_core.preemption import (
-    Protected,
-)
 from scheduler_core.queue import order_queue, widest_fitting_gangs_first
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
 from scheduler_core.quota_promises import (
@@ -642,7 +639,7 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     _reserve_or_explain(ctx, spec, shape, score, misses, protected, mark)
     # (not beside a protection's words: those name what it waits for on another GPU type)
     if ctx.reclaim_waits and misses.admitted_option is not None and spec.id not in ctx.bound \
-            and spec.id in ctx.outcomes and not isinstance(protected, Protected):
+            and spec.id in ctx.outcomes and not isinstance(protected, ProtectedWays):
         ctx.reclaim_explained[spec.id] = misses.admitted_option.gpu_type
 
 
@@ -679,7 +676,7 @@ def _reclaim_note(ctx: CycleContext, job_id: str, explained: str | None) -> str 
 
 
 def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
-                        misses: _Misses, protected: Protected | bool | None, mark: float | None) -> None:
+                        misses: _Misses, protected: ProtectedWays | bool | None, mark: float | None) -> None:
     """Phase 5 for a job no preemption starts: the head's reservation, or why it waits."""
     smallest, options, needs_whole = shape.smallest, shape.options, shape.needs_whole
     if misses.admitted_option is None:
@@ -692,9 +689,8 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
                                           needs_whole, misses.split_refused))
         also_by_preemption(ctx, spec, protected)
         return
-    member_classes = misses.admitted_option.member_classes
-    if isinstance(protected, Protected):
-        _settle(ctx, spec, protected_outcome(ctx, protected, smallest, member_classes, needs_whole))
+    if isinstance(protected, ProtectedWays):
+        _settle(ctx, spec, _protected_on_types(ctx, spec, shape, misses, protected))
         return
 
     # a heterogeneous gang's mixed-type option weighs no promise of quota (room_beside_promises
@@ -735,6 +731,47 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
                 needs_whole), smallest.gpus)
             for o in others))
     _settle(ctx, spec, outcome)
+
+
+def _protected_on_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, misses: _Misses,
+                        protected: ProtectedWays) -> Outcome:
+    """A job whose way in by preemption protected victims stand in, on the option it is
+    explained on (``explained_option``). A heterogeneous gang explained on its option mixing
+    types is told the first protection met, on its first admitted option's classes (not yet
+    judged over the mixed option's). On one-type options, each GPU type it
+    may start on is judged as a job of that type alone: the protection of the victims its
+    search met on that type's GPUs (when that protection lifts, unless they free earlier by
+    runtime limits), else why it found no room there (``diagnose``); the first admitted
+    type's outcome leads, the others in ``Outcome.elsewhere``, and phase 7 tells the earliest. Until 7 Dec
+    the first protection met was told on the first admitted type's GPUs: v protected on a100
+    until t=4230 and h100 free at t=2000, it was told t=4230 and started at t=2000; and v's
+    protection on h100 was judged by the a100 GPUs' release times."""
+    smallest, needs_whole = shape.smallest, shape.needs_whole
+    assert misses.admitted_option is not None
+    explained = explained_option(misses.admitted_options)
+    ways = protected.ways
+    if explained.gpu_type is None or not any(w.gpu_type is not None for w, _ in ways):
+        # (a protection met only mixing types, or a gang explained mixing them: the first
+        # protection met, on its first admitted option's classes, as before)
+        return protected_outcome(ctx, protected.first, smallest, misses.admitted_option.member_classes,
+                                 needs_whole)
+    # (its first admitted type leads, as before: its run counts there for the jobs behind it)
+    lead = misses.admitted_option
+    options = [lead, *(o for o in shape.options if o is not lead and o.gpu_type is not None
+                       and all(o.member_classes) and (any(o is a for a in misses.admitted_options)
+                                                      or any(o is w for w, _ in ways)))]
+    outcomes = []
+    for o in options:
+        way = next((p for w, p in ways if w is o), None)
+        if way is not None:
+            outcomes.append(protected_outcome(ctx, way, smallest, o.member_classes, needs_whole))
+        else:
+            outcomes.append(_behind_promises(ctx, spec, o.gpu_type, diagnose(
+                ctx, spec, smallest, o.member_classes, any(o is b for b in misses.behind_head), needs_whole),
+                smallest.gpus))
+    if len(outcomes) == 1:
+        return outcomes[0]
+    return outcomes[0]._replace(elsewhere=tuple(outcomes[1:]))
 
 
 def _other_types(explained: TypeOption, admitted: Sequence[TypeOption]) -> list[TypeOption]:

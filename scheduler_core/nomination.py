@@ -13,6 +13,7 @@ and when it lifts.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from scheduler_core.admission import TypeOption, gpus_by_type, quota_for, quota_for_grants
 from scheduler_core.context import CycleContext
@@ -38,25 +39,42 @@ from scheduler_core.types import JobSpec, ReasonCode, Reservation
 from scheduler_core.victims import budget_lifts_at
 
 
+@dataclass(frozen=True, slots=True)
+class ProtectedWays:
+    """A job's ways in by preemption that protected victims (or the cycle's spent budget)
+    stand in: each GPU-type option it was searched on, in the order tried, with what stands
+    in the way there. A job of several types is explained on each (``cycle``): the
+    protection of its first type's victims, told on that type's GPUs alone, read t=4230
+    when its other type freed at t=2000."""
+
+    ways: tuple[tuple[TypeOption, Protected], ...]
+
+    @property
+    def first(self) -> Protected:
+        """What stands in the way of the first option searched (a job over its quota is told
+        that one, ``also_by_preemption``)."""
+        return self.ways[0][1]
+
+
 def try_preemption(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
-                   mark: float | None) -> bool | Protected | None:
+                   mark: float | None) -> bool | ProtectedWays | None:
     """Phase 6: ``True`` when victims were found and the job's preemption is planned; the
-    first protection that stopped it when candidates exist but are protected; ``None``
-    otherwise."""
+    protections that stopped it, per option, when candidates exist but are protected;
+    ``None`` otherwise."""
     if not (ctx.config.preemption and ctx.preemption_searches < ctx.config.max_preemption_searches
             and _may_find_victims(ctx, spec)):
         return None
     ctx.preemption_searches += 1
-    protected: Protected | None = None
+    ways: list[tuple[TypeOption, Protected]] = []
     for option in shape.options:
         result = _preempt(ctx, spec, shape.smallest, option, score)
         if isinstance(result, Found):
             _apply_preemption(ctx, spec, shape.smallest, option, result, shape.needs_whole)
             ctx.timed("preempt", mark)
             return True
-        if isinstance(result, Protected) and protected is None:
-            protected = result
-    return protected
+        if isinstance(result, Protected):
+            ways.append((option, result))
+    return ProtectedWays(tuple(ways)) if ways else None
 
 
 def _may_find_victims(ctx: CycleContext, spec: JobSpec) -> bool:
@@ -179,21 +197,22 @@ def _team_victims(ctx: CycleContext, team: str, found: Found) -> dict[str, int]:
 
 
 def also_by_preemption(ctx: CycleContext, spec: JobSpec,
-                       protected: bool | Protected | None) -> None:
+                       protected: bool | ProtectedWays | None) -> None:
     """A job over its quota (waiting for it, or holding the reservation until it lifts) that
     could preempt its way in once its victims' minimum runtime is over says so, and that time
     is its ETA when it comes first: the cycle will then preempt. (Explanation only: the
     decision was taken.)"""
-    if not isinstance(protected, Protected):
+    if not isinstance(protected, ProtectedWays):
         return
-    lifts = _protection_lifts(ctx, protected.victims)
+    first = protected.first
+    lifts = _protection_lifts(ctx, first.victims)
     if lifts is None:
         return
     outcome = ctx.outcomes[spec.id]
     eta = lifts[1] if outcome.eta is None else min(outcome.eta, lifts[1])
     ctx.outcomes[spec.id] = outcome._replace(
         message=f"{outcome.message} It could also start by preemption, but "
-                f"{_protected_words(protected, lifts)}.",
+                f"{_protected_words(first, lifts)}.",
         eta=eta)
 
 

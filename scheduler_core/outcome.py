@@ -58,10 +58,12 @@ class Outcome(NamedTuple):
     elsewhere: tuple[Outcome, ...] = ()
     """For a job short of room that accepts several GPU types (a gang runs on one): why it
     found none on each other type its quota admits, in its order of preference (this outcome
-    is its first type's). The cycle tries every such type, so it starts on whichever has room
-    first: phase 7 estimates each and tells the earliest. Until 7 Dec only the first type was
-    estimated: an 8-GPU job taking a100 or h100, its a100 nodes busy until t=3000 and an h100
-    node free at t=1000, was told t=3000 and started at t=1000."""
+    is its first admitted type's). The cycle tries every such type, so it starts on whichever
+    has room first: phase 7 estimates each and tells the earliest. Until 7 Dec only the first
+    type was estimated: an 8-GPU job taking a100 or h100, its a100 nodes busy until t=3000 and
+    an h100 node free at t=1000, was told t=3000 and started at t=1000. For a job kept out by
+    protected victims, a type whose search met a protection is told that protection
+    (``cycle._protected_on_types``)."""
 
     @property
     def reason(self) -> str:

@@ -7,6 +7,7 @@ it was told t=3000 and started at t=1000."""
 
 from __future__ import annotations
 
+import pytest
 from engine_builders import make_cluster, make_job, make_running, why
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -122,3 +123,46 @@ def test_lone_job_taking_either_type_is_never_told_a_start_after_its_own(nodes, 
     if d.eta is not None and "d" in starts:
         event("told its start" if d.eta == starts["d"] else "told earlier")
         assert d.eta <= starts["d"], (d, starts["d"])
+
+
+# h (high, 8 GPUs, a100 or h100) could start by preempting v (low, grace 30 s), protected by
+# its minimum runtime until t=4200; b (high) may not be preempted. In "protected-first" v holds
+# n0 (a100, its first type) until t=20600 and b holds h0 (h100) until t=2000: h starts at
+# t=2000 on h100. In "protected-second" b holds n0 until t=5000 and v holds h0 until t=3000
+# (its runtime limit, before its protection lifts): h starts at t=3000 on h100. Until 7 Dec
+# the protection's outcome was judged on the first type's GPUs alone: told t=4230 in both.
+def protected_on_one_type(v_on: str, v_limit: float, b_on: str, b_limit: float):
+    v_type, b_type = ("a100" if node == "n0" else "h100" for node in (v_on, b_on))
+    return (
+        make_cluster().nodes(1).nodes(1, gpu_type="h100", prefix="h").at(1000)
+        .priority("low", 10, grace_period_s=30, min_runtime_s=3600)
+        .running(make_running(make_job("v").priority("low").types(v_type).gpus(8).limit(v_limit))
+                 .whole(v_on).started(600),
+                 make_running(make_job("b").priority("high").types(b_type).gpus(8).limit(b_limit))
+                 .whole(b_on).started(0))
+        .pending(make_job("h").priority("high").gpus(8).types("a100", "h100").limit(3600))
+        .snapshot()
+    )
+
+
+@pytest.mark.parametrize(("snap", "code", "message", "would", "start"), [
+    (protected_on_one_type("n0", 20000, "h0", 2000), ReasonCode.INSUFFICIENT_GPUS,
+     "Needs 8 h100 GPUs; 0 are free. It would start first on its h100 GPUs (it also takes a100). "
+     "Estimated start t=2000 from runtime limits.",
+     "8 more h100 GPUs free up, or the protected jobs pass their minimum runtime, or GPUs free up",
+     2000.0),
+    (protected_on_one_type("h0", 2400, "n0", 5000), ReasonCode.MINIMUM_RUNTIME_PROTECTED,
+     "It could start by preemption, but the candidate is protected: job v has run 400 s of its "
+     "3600 s minimum runtime; it may preempt it from t=4200 and start once it has stopped, by "
+     "t=4230. It would start first on its h100 GPUs (it also takes a100). Estimated start "
+     "t=3000 from runtime limits.",
+     "the protected jobs pass their minimum runtime, or GPUs free up, or 8 more a100 GPUs free up",
+     3000.0),
+], ids=["protected-first", "protected-second"])
+def test_a_job_taking_either_type_kept_out_by_protected_victims_is_told_its_earliest_type(
+        snap, code, message, would, start):
+    first, starts = evolve(snap, NO_BACKFILL)
+    assert first.preemptions == ()
+    h = why(first, "h")
+    assert (h.code, h.message, h.would_start_if) == (code, message, would)
+    assert (h.eta, starts.get("h")) == (start, start)

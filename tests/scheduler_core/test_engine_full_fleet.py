@@ -163,7 +163,16 @@ Two independent proofs:
   position and resolvable identical; only sentence, ETA and "would start if" of 74, 149, 115,
   4 and 1,674 jobs in the order of GOLDEN, every one a job that accepts several types, its
   sentence ending in "It would start first on its … GPUs (it also takes …)." before its
-  estimate, its ETA earlier::
+  estimate, its ETA earlier; and a job kept out by protected victims that accepts several
+  GPU types judged on each type (the protection met there, else why it found no room),
+  2026-12-07: old plans from a ``git worktree`` of 610c3f6b and new ones in one script,
+  compared field by field: binds, preemptions, resizes, reservations, kills, growth notes
+  and borrowing identical; only job-000396 of the 2,000-GPU snapshot, which accepts
+  a100-40gb or h100-80gb, changed: told ``InsufficientGpus`` ("Needs 8 h100-80gb GPUs; 4 are
+  free.", its h100-80gb GPUs) instead of the protection its search met on a100-40gb, which
+  had been judged by the h100-80gb GPUs' release times; its ETA t=1000091 unchanged, and the
+  fleet's count by reason follows (MinimumRuntimeProtected 1 → 0, InsufficientGpus 528 →
+  529)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -196,7 +205,7 @@ GOLDEN = {
     (1000, 500, 200, 7): "e8f799f96bde6314001470eed4651145f9d01bc12f815b7504c6ccc9e192555e",
     (1000, 500, 200, 1): "ea7694adc89e591e5d15f4cfbb7b8ae0caf0317eefdcb5e2ba9cd704aeed7ccf",
     (1000, 500, 200, 3): "260c3182eabaa316b25ce89638dabdcb93576ff3180273708d2a5c775e3f2683",
-    (2000, 1000, 400, 4): "f9677c666737e86d973a38b1021253bbf31b18222cf6f3b20b29fb805aeb5b15",
+    (2000, 1000, 400, 4): "6d39fde6dc41938cec4a5d7934e194d364f6c31878f9852874b68406edd9ee47",
     (10000, 5000, 2000, 7): "f5cb3d83301031d1e34d38334234b2794bbbf71798e2b710c5644c78190dff67",
 }
 
