@@ -650,9 +650,22 @@ def _add_reclaim_notes(ctx: CycleContext) -> None:
     was decided, the note was lost with every move."""
     for job_id, explained in ctx.reclaim_explained.items():
         note = _reclaim_note(ctx, job_id, explained)
+        outcome = ctx.outcomes[job_id]
         if note is not None:
-            outcome = ctx.outcomes[job_id]
-            ctx.outcomes[job_id] = outcome._replace(message=f"{outcome.message} {note}")
+            outcome = outcome._replace(message=f"{outcome.message} {note}")
+        if outcome.elsewhere and job_id not in ctx.reservations:
+            # each other type it may start on with its own note: phase 7 tells the type
+            # with the earliest start (until 7 Dec, told another type, it said nothing)
+            outcome = outcome._replace(elsewhere=tuple(
+                o._replace(note=ctx.reclaim_waits.get((job_id, _one_type(ctx, o.classes)), ""))
+                for o in outcome.elsewhere))
+        ctx.outcomes[job_id] = outcome
+
+
+def _one_type(ctx: CycleContext, classes: tuple[int, ...]) -> str | None:
+    """The GPU type of node classes all of one type (``None`` otherwise)."""
+    types = {ctx.state.classes[c].gpu_type.name for c in classes}
+    return types.pop() if len(types) == 1 else None
 
 
 def _reclaim_note(ctx: CycleContext, job_id: str, explained: str | None) -> str | None:

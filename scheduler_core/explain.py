@@ -321,8 +321,9 @@ class _Explainer:
             would = o.would_start_if
             if o.lending_free_at is None:  # (the promises' words end it: nothing after them)
                 would = ", or ".join([would, *(x.would_start_if for i, x in enumerate(outcomes) if i != k)])
+            note = f" {o.note}" if o.note else ""
             worded.append(self.word(spec, o._replace(
-                message=f"{o.message}{FIRST_ON} {name} GPUs (it also takes {also}).",
+                message=f"{o.message}{FIRST_ON} {name} GPUs (it also takes {also}).{note}",
                 would_start_if=would)))
         return worded[0]._replace(on_types=tuple(worded))
 

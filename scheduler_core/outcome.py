@@ -64,6 +64,10 @@ class Outcome(NamedTuple):
     an h100 node free at t=1000, was told t=3000 and started at t=1000. For a job kept out by
     protected victims, a type whose search met a protection is told that protection
     (``cycle._protected_on_types``)."""
+    note: str = ""
+    """For an outcome of ``elsewhere``: a sentence phase 7 tells after the words naming the
+    type it would start first on (the type's "Its team's lent quota is not reclaimed: …",
+    ``cycle._add_reclaim_notes``)."""
 
     @property
     def reason(self) -> str:

@@ -172,7 +172,11 @@ Two independent proofs:
   free.", its h100-80gb GPUs) instead of the protection its search met on a100-40gb, which
   had been judged by the h100-80gb GPUs' release times; its ETA t=1000091 unchanged, and the
   fleet's count by reason follows (MinimumRuntimeProtected 1 → 0, InsufficientGpus 528 →
-  529)::
+  529); and an owner waiting rather than reclaim its lent quota, told another type than its
+  first, with that type's "Its team's lent quota is not reclaimed: …", 2026-12-07: compared
+  field by field against the plans of 70e1788d, only the messages of 4 jobs of seed 7 and 1
+  of seed 1 at 1,000 GPUs changed, each by that note inserted after "It would start first on
+  its h100-80gb GPUs (it also takes a100-40gb)."::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -202,8 +206,8 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "e8f799f96bde6314001470eed4651145f9d01bc12f815b7504c6ccc9e192555e",
-    (1000, 500, 200, 1): "ea7694adc89e591e5d15f4cfbb7b8ae0caf0317eefdcb5e2ba9cd704aeed7ccf",
+    (1000, 500, 200, 7): "d3f827d88960989dd8a25e32e9e9126cabb2d987e51cdf2a8f0c9c04814e2ae8",
+    (1000, 500, 200, 1): "a0a707a9b4372a75603bfbb310c027516b00771999fa5349dc313eb0967b854a",
     (1000, 500, 200, 3): "260c3182eabaa316b25ce89638dabdcb93576ff3180273708d2a5c775e3f2683",
     (2000, 1000, 400, 4): "6d39fde6dc41938cec4a5d7934e194d364f6c31878f9852874b68406edd9ee47",
     (10000, 5000, 2000, 7): "f5cb3d83301031d1e34d38334234b2794bbbf71798e2b710c5644c78190dff67",

@@ -407,6 +407,22 @@ def test_reclaim_that_waits_tells_the_figures_of_the_type_it_is_reserved_on(a100
         f"(about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).")
 
 
+@pytest.mark.parametrize(("a100_ends", "h100_ends", "told"), [(600, 1200, "a100"), (1200, 600, "h100")],
+                         ids=["first-type-told", "other-type-told"])
+def test_reclaim_that_waits_unreserved_tells_the_figures_of_the_type_it_is_told(a100_ends, h100_ends, told):
+    # Backfill off: nothing is reserved, and the owner is told the earliest start over its
+    # types. Until 7 Dec the note was added to its first type's words alone: told h100's start,
+    # it said nothing of its lent quota.
+    plan = _reclaim_on_two_types(a100_ends, h100_ends).plan(SchedulerConfig(backfill=False))
+    assert plan.preemptions == () and plan.reservations == ()
+    explanation = why(plan, "owner")
+    assert explanation.eta == NOW + 600
+    assert explanation.message.startswith(f"Needs 8 {told} GPUs; 0 are free.")
+    assert (f"Its team's lent quota is not reclaimed: preempting 1 borrowing job would throw away "
+            f"about 16.00 GPU-hours of their work, and waiting for capable GPUs to free by runtime "
+            f"limits costs less (about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).") in explanation.message
+
+
 def _reclaim_with_a_movable_reservation():
     # ml's "owner" (8 GPUs) waits for n0 (4 busy, 4 free) or n1 (6 busy, 2 free), both free
     # by t=10600, rather than reclaim n2 from cv; it is reserved n0, whose job comes first
