@@ -479,13 +479,13 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
     admitted = [o for o, v in verdicts if v.admitted]
     if admitted:
         outcome = _behind_promises(ctx, spec, admitted[0].gpu_type, outcome, smallest.gpus)
-        others = _other_types(explained_option(admitted), admitted)
-        if others:
-            outcome = outcome._replace(elsewhere=tuple(
-                _behind_promises(ctx, spec, o.gpu_type, _untried_on(
-                    ctx, spec, smallest, ctx.placer.union(o.member_classes), needs_whole=shape.needs_whole),
-                    smallest.gpus)
-                for o in others))
+        explained = explained_option(admitted)
+        elsewhere = (*(_behind_promises(ctx, spec, o.gpu_type, _untried_on(
+            ctx, spec, smallest, ctx.placer.union(o.member_classes), needs_whole=shape.needs_whole),
+            smallest.gpus) for o in _other_types(explained, admitted)),
+            *_over_quota_types(ctx, spec, shape, explained, admitted))
+        if elsewhere:
+            outcome = outcome._replace(elsewhere=elsewhere)
     ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
     _settle(ctx, spec, outcome)
 
@@ -736,14 +736,11 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         return
     outcome = diagnose(ctx, spec, smallest, widest.member_classes, misses.blocked_by_head, needs_whole)
     outcome = _behind_promises(ctx, spec, misses.admitted_option.gpu_type, outcome, smallest.gpus)
-    others = _other_types(widest, misses.admitted_options)
-    if others:
-        outcome = outcome._replace(elsewhere=tuple(
-            _behind_promises(ctx, spec, o.gpu_type, diagnose(
-                ctx, spec, smallest, o.member_classes, any(o is b for b in misses.behind_head),
-                needs_whole), smallest.gpus)
-            for o in others))
-    _settle(ctx, spec, outcome)
+    elsewhere = (*(_behind_promises(ctx, spec, o.gpu_type, diagnose(
+        ctx, spec, smallest, o.member_classes, any(o is b for b in misses.behind_head),
+        needs_whole), smallest.gpus) for o in _other_types(widest, misses.admitted_options)),
+        *_over_quota_types(ctx, spec, shape, widest, misses.admitted_options))
+    _settle(ctx, spec, outcome._replace(elsewhere=elsewhere) if elsewhere else outcome)
 
 
 def _protected_on_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, misses: _Misses,
@@ -782,9 +779,34 @@ def _protected_on_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, misse
             outcomes.append(_behind_promises(ctx, spec, o.gpu_type, diagnose(
                 ctx, spec, smallest, o.member_classes, any(o is b for b in misses.behind_head), needs_whole),
                 smallest.gpus))
-    if len(outcomes) == 1:
-        return outcomes[0]
-    return outcomes[0]._replace(elsewhere=tuple(outcomes[1:]))
+    elsewhere = (*outcomes[1:], *_over_quota_types(ctx, spec, shape, explained, options))
+    return outcomes[0]._replace(elsewhere=elsewhere) if elsewhere else outcomes[0]
+
+
+def _over_quota_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, explained: TypeOption,
+                      tried: Sequence[TypeOption]) -> tuple[Outcome, ...]:
+    """For a job explained on one-type options (``_other_types``): each other GPU type it
+    accepts, with capable classes, that its quota refuses now but could admit, as the
+    ``QuotaExceeded`` of a job of that type alone. The cycle tries it again once its quota
+    has room, which may come before the types admitted have GPUs: phase 7 estimates when
+    (its team's or cohort's jobs' runtime limits, then that type's GPUs) and tells it only
+    when it is the earliest; with no time known for its quota, the type tells nothing (no
+    start, no "may start first"). Until 7 Dec such a type was left out: a100 admitted and
+    busy until t=5000, its team's h100 quota back at t=1000 with an h100 node free, the job
+    was told t=5000 and started at t=1000."""
+    if explained.gpu_type is None:
+        return ()
+    smallest = shape.smallest
+    found = []
+    for o in shape.options:
+        if o.gpu_type is None or not all(o.member_classes) or any(o is t for t in tried):
+            continue
+        verdict = quota_for(ctx, spec, o, smallest.gpus)
+        if verdict.admitted or verdict.never:
+            continue
+        found.append(quota_outcome(ctx, spec, (o,), (o, verdict, smallest.gpus), smallest,
+                                   shape.needs_whole))
+    return tuple(found)
 
 
 def _other_types(explained: TypeOption, admitted: Sequence[TypeOption]) -> list[TypeOption]:

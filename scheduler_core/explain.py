@@ -463,7 +463,7 @@ class _Explainer:
         head_quota = self.head_quota
         if quota_type is not None:
             if quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
-                eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
+                eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated, dry)
             if head_quota is not None and spec.team == head_quota[0] \
                     and quota_type == head_quota[1] and not _ends_by_head_from(spec, eta, head_quota):
                 eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
@@ -508,7 +508,7 @@ class _Explainer:
         best, start = first, math.inf
         for alt in w.on_types:
             eta = self.place(spec, alt, position, dry=True).eta
-            if eta is None and alt.capacity_part is not None and alt.capacity_part[1]:
+            if eta is None and _may_start_any_time(alt):
                 best = alt._replace(text=alt.text.replace(FIRST_ON, MAY_START_ON))
                 break
             if eta is not None and eta < start:
@@ -545,13 +545,13 @@ class _Explainer:
         told = self.place(spec, w.on_types[0], position)
         start = told.eta
         first = w.on_types[0]
-        if start is None and first.capacity_part is not None and first.capacity_part[1]:
+        if start is None and _may_start_any_time(first):
             return told
         for alt in w.on_types[1:]:
             if start is not None and self._no_earlier(alt, start):
                 continue
             found = self.place(spec, alt, position, dry=True)
-            if found.eta is None and alt.capacity_part is not None and alt.capacity_part[1]:
+            if found.eta is None and _may_start_any_time(alt):
                 return self.place(spec, alt._replace(text=alt.text.replace(FIRST_ON, MAY_START_ON)),
                                   position, dry=True)
             if found.eta is not None and (start is None or found.eta < start):
@@ -798,17 +798,20 @@ class _Explainer:
         return candidates[-1]
 
     def _behind_own_jobs(self, spec: JobSpec, w: _Worded, eta: float | None, message: str,
-                         estimated: bool) -> tuple[float | None, str, bool]:
+                         estimated: bool, dry: bool = False) -> tuple[float | None, str, bool]:
         """Its team's waiting jobs ahead of it on this quota take it first: they hold it from
-        now until the last of them has run (by their ETAs and runtime limits)."""
+        now until the last of them has run (by their ETAs and runtime limits). ``dry`` (a
+        start weighed, not told: :meth:`_place_first_room`): no search of the quota's times
+        is spent on it, and what it finds is not kept (``quota_eta_after_head``)."""
         assert w.quota_type is not None and w.quota_at is not None
         held, until, jobs = self.quota_ahead[(spec.team, w.quota_type)]
         key = (spec.team, w.quota_type, w.demand_gpus, held, until)
-        if key not in self.quota_etas_ahead:
-            self.quota_etas_ahead[key] = quota_eta_after_head(
-                self.ctx, spec.team, w.quota_type, w.demand_gpus, held, until, self.releases,
-                self.cums, self.needs)
-        q2 = self.quota_etas_ahead[key]
+        q2 = self.quota_etas_ahead.get(key, -math.inf)
+        if q2 == -math.inf:
+            q2 = quota_eta_after_head(self.ctx, spec.team, w.quota_type, w.demand_gpus, held, until,
+                                      self.releases, self.cums, self.needs, search=not dry)
+            if not dry:
+                self.quota_etas_ahead[key] = q2
         if q2 is None or q2 > w.quota_at:
             later = q2
             if q2 is not None and w.capacity_part is not None:
@@ -1009,6 +1012,14 @@ def _packed_roles(d: Demand) -> bool:
     """Is ``d`` a heterogeneous gang (roles) of several members that may share nodes? Its
     start is found by placing it along the release timeline, not by the counts alone."""
     return len(d.members) > 1 and not d.distinct_nodes and bool(d.members[0].role)
+
+
+def _may_start_any_time(w: _Worded) -> bool:
+    """A type of a job short of room on several whose GPUs suffice now by their count, its
+    start unknown (CPUs, memory or a node's room short): it may start the job any time. Not
+    a type its quota refuses: with no time known for its quota, it starts nothing, and
+    must neither hide the other types' starts nor stand for one."""
+    return w.capacity_part is not None and w.capacity_part[1] and w.code is not ReasonCode.QUOTA_EXCEEDED
 
 
 def _fits_now(outcome: Outcome) -> bool:

@@ -70,19 +70,23 @@ def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int,
 def quota_eta_after_head(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
                           head_gpus: int, head_end: float,
                           releases: dict[tuple[str, str], list[tuple[float, int]]],
-                          cums: Cumulative, needs: NeedEtas) -> float | None:
+                          cums: Cumulative, needs: NeedEtas, *, search: bool = True) -> float | None:
     """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` while also holding
     ``head_gpus`` more until ``head_end`` (the head's reservation on its quota, or the jobs of
     the team ahead of it in the queue): before ``head_end`` it must fit with them, from then
     on alone. Use only falls as time passes, so that is the earlier of the time ``gpus +
-    head_gpus`` fit and the later of ``head_end`` and the time ``gpus`` fit."""
+    head_gpus`` fit and the later of ``head_end`` and the time ``gpus`` fit. Without
+    ``search`` (a start weighed, not told: another GPU type of a job short of room), the time
+    they fit together only when already known, and none of the searches below is spent on it:
+    spent, the later jobs of the team were told the safe bound where they had been searched."""
     alone = _need_eta(ctx, team, gpu_type, gpus, releases, cums, needs)
     # past a few searches per team and type (a deep queue of one team's jobs), only the
     # later, safe bound: when the others have run
     searched = needs.get((team, gpu_type, -2)) or 0.0
-    needs[(team, gpu_type, -2)] = searched + 1
+    if search:
+        needs[(team, gpu_type, -2)] = searched + 1
     with_them = _need_eta(ctx, team, gpu_type, gpus + head_gpus, releases, cums, needs) \
-        if searched < MAX_QUOTA_SEARCHES or (team, gpu_type, gpus + head_gpus) in needs \
+        if (search and searched < MAX_QUOTA_SEARCHES) or (team, gpu_type, gpus + head_gpus) in needs \
         else None
     after = None if alone is None or head_end == math.inf else max(head_end, alone)
     found = [t for t in (with_them, after) if t is not None]

@@ -166,3 +166,39 @@ def test_a_job_taking_either_type_kept_out_by_protected_victims_is_told_its_earl
     h = why(first, "h")
     assert (h.code, h.message, h.would_start_if) == (code, message, would)
     assert (h.eta, starts.get("h")) == (start, start)
+
+
+# Team ml (a100 and h100 quotas of 8, no borrowing) asks 8 GPUs of a100 or h100 for 'd'. Its
+# a100 quota has room, but n0 (a100) is busy with cv's job until t=5000; h1 (h100) is free,
+# but ml's job m holds all its h100 quota on h0 until m_limit. With m ending at t=1000, d
+# starts then on h100: until 7 Dec a type over quota was left out of the earliest start, and
+# d was told t=5000. With m declaring no limit, when its h100 quota frees is unknown: d is
+# told its a100 start, neither a start nor "may start first" on h100.
+def over_quota_on_its_other_type(m_limit: float | None):
+    return (
+        make_cluster().nodes(1).nodes(2, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "a100", 8, borrowing_limit=0).quota("ml", "h100", 8, borrowing_limit=0)
+        .quota("cv", "a100", 8, borrowing_limit=0)
+        .running(make_running(make_job("a").team("cv").types("a100").gpus(8).limit(5000)).whole("n0"),
+                 make_running(make_job("m").team("ml").types("h100").gpus(8).limit(m_limit)).whole("h0"))
+        .pending(make_job("d").team("ml").gpus(8).types("a100", "h100").limit(600))
+        .snapshot()
+    )
+
+
+@pytest.mark.parametrize(("m_limit", "code", "message", "would", "start"), [
+    (1000, ReasonCode.QUOTA_EXCEEDED,
+     "Over quota: team ml uses 8 of 8 nominal h100 GPUs and can borrow 0 more (no cohort to borrow "
+     "from); this job needs 8. It would start first on its h100 GPUs (it also takes a100). "
+     "Estimated start t=1000 from runtime limits.",
+     "team ml frees 8 h100 GPUs, or 8 more a100 GPUs free up", 1000.0),
+    (None, ReasonCode.INSUFFICIENT_GPUS,
+     "Needs 8 a100 GPUs; 0 are free. Estimated start t=5000 from runtime limits.",
+     "8 more a100 GPUs free up", 5000.0),
+], ids=["its-quota-frees-first", "its-quota-never-frees-by-runtime-limits"])
+def test_a_job_taking_either_type_counts_a_type_over_quota_when_its_quota_frees_first(
+        m_limit, code, message, would, start):
+    first, starts = evolve(over_quota_on_its_other_type(m_limit), NO_BACKFILL)
+    d = why(first, "d")
+    assert (d.code, d.message, d.would_start_if) == (code, message, would)
+    assert (d.eta, starts.get("d")) == (start, start)

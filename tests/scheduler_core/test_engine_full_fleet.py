@@ -176,7 +176,12 @@ Two independent proofs:
   first, with that type's "Its team's lent quota is not reclaimed: …", 2026-12-07: compared
   field by field against the plans of 70e1788d, only the messages of 4 jobs of seed 7 and 1
   of seed 1 at 1,000 GPUs changed, each by that note inserted after "It would start first on
-  its h100-80gb GPUs (it also takes a100-40gb)."::
+  its h100-80gb GPUs (it also takes a100-40gb)."; and such a job also weighing the types its
+  quota refuses now but could admit, 2026-12-07: compared field by field against the plans
+  of 3f0a0e92, decisions, borrowing and positions identical, the fleet figures but the count
+  by reason; only code, reason, sentence, ETA and "would start if" of 16, 3, 99, 7 and 0 jobs
+  in the order of GOLDEN, every one a job that accepts several types, now told
+  ``QuotaExceeded`` on its other type, its ETA earlier::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -206,10 +211,10 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "d3f827d88960989dd8a25e32e9e9126cabb2d987e51cdf2a8f0c9c04814e2ae8",
-    (1000, 500, 200, 1): "a0a707a9b4372a75603bfbb310c027516b00771999fa5349dc313eb0967b854a",
-    (1000, 500, 200, 3): "260c3182eabaa316b25ce89638dabdcb93576ff3180273708d2a5c775e3f2683",
-    (2000, 1000, 400, 4): "6d39fde6dc41938cec4a5d7934e194d364f6c31878f9852874b68406edd9ee47",
+    (1000, 500, 200, 7): "c4071559878fcc796129b84e140b85b7b77c9961ba2be19676c3d0ed58e875c2",
+    (1000, 500, 200, 1): "2f159df6a81b338cb1fc09617895138332dbc7cf7090562139c210a0fef46b5a",
+    (1000, 500, 200, 3): "78c649840d9474694a98eec32bb498cd71767009c4ea21e26469663ee8ecdbb0",
+    (2000, 1000, 400, 4): "ef79dbcf1715535059afadcbe18d05d4c79d462931d33dbcb958d55ecf27ee2b",
     (10000, 5000, 2000, 7): "f5cb3d83301031d1e34d38334234b2794bbbf71798e2b710c5644c78190dff67",
 }
 
