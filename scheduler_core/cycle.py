@@ -748,14 +748,15 @@ def _protected_on_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, misse
     """A job whose way in by preemption protected victims stand in, on the option it is
     explained on (``explained_option``). A heterogeneous gang explained on its option mixing
     types is told the first protection met, on its first admitted option's classes (not yet
-    judged over the mixed option's). On one-type options, each GPU type it
-    may start on is judged as a job of that type alone: the protection of the victims its
-    search met on that type's GPUs (when that protection lifts, unless they free earlier by
-    runtime limits), else why it found no room there (``diagnose``); the first admitted
-    type's outcome leads, the others in ``Outcome.elsewhere``, and phase 7 tells the earliest. Until 7 Dec
-    the first protection met was told on the first admitted type's GPUs: v protected on a100
-    until t=4230 and h100 free at t=2000, it was told t=4230 and started at t=2000; and v's
-    protection on h100 was judged by the a100 GPUs' release times."""
+    judged over the mixed option's). On one-type options, each GPU type it may start on is
+    judged as a job of that type alone: the protection of the victims its search met on that
+    type's GPUs (when that protection lifts, unless they free earlier by runtime limits),
+    else why it found no room there (``diagnose``); the first admitted type's outcome leads,
+    the others in ``Outcome.elsewhere`` (with the types over quota, ``_over_quota_types``),
+    and phase 7 tells the earliest. Until 7 Dec the first protection met was told on the
+    first admitted type's GPUs: v protected on a100 until t=4230 and h100 free at t=2000, it
+    was told t=4230 and started at t=2000; and v's protection on h100 was judged by the a100
+    GPUs' release times."""
     smallest, needs_whole = shape.smallest, shape.needs_whole
     assert misses.admitted_option is not None
     explained = explained_option(misses.admitted_options)

@@ -63,7 +63,8 @@ class Outcome(NamedTuple):
     type was estimated: an 8-GPU job taking a100 or h100, its a100 nodes busy until t=3000 and
     an h100 node free at t=1000, was told t=3000 and started at t=1000. For a job kept out by
     protected victims, a type whose search met a protection is told that protection
-    (``cycle._protected_on_types``)."""
+    (``cycle._protected_on_types``). After them, each type its quota refuses now but could
+    admit, as the ``QuotaExceeded`` of a job of that type alone (``cycle._over_quota_types``)."""
     note: str = ""
     """For an outcome of ``elsewhere``: a sentence phase 7 tells after the words naming the
     type it would start first on (the type's "Its team's lent quota is not reclaimed: …",
