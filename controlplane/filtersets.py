@@ -21,6 +21,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django_filters.fields import BaseCSVField
+from django_filters.utils import get_model_field
 from drf_spectacular.utils import extend_schema_field
 
 from controlplane.api.serializers.fields import no_record_named
@@ -74,16 +75,41 @@ def refusals(filterset: filters.FilterSet) -> dict[str, list[tuple[str, str]]]:
     }
 
 
+#: The longest value a text filter takes when what it is compared with has no length of its own
+#: (a filter method's free search): beyond it no one is searching for anything.
+FREE_TEXT_MAX_LENGTH = 200
+
+
 class PlainTextFormField(forms.CharField):
     """A text query parameter (a name, part of one, an event's reason, a record's name), read by
     the API's one rule for text (services/plain_text.py): one line, holding no character that
     hides what it says, refused in the words a body's field says it ("contains a control
     character (U+001B, an escape) at position 4"). Until 7 Dec a NUL was refused in Django's
     words ("Null characters are not allowed.") and an escape or a right-to-left override was
-    looked for (`?name=` listed nothing, `?team=` echoed it back in "no team named …")."""
+    looked for (`?name=` listed nothing, `?team=` echoed it back in "no team named …").
+
+    `longest` (characters, after the spaces around it are trimmed) and `longest_why` (the words
+    saying why, TextFilter's): a value no row can match is refused before anything reads it,
+    where a 10,000-character `?name=` was searched for in every job's name."""
+
+    def __init__(self, *args: Any, longest: int = FREE_TEXT_MAX_LENGTH, longest_why: str = "", **kwargs: Any) -> None:
+        self.longest, self.longest_why = longest, longest_why
+        super().__init__(*args, **kwargs)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        attrs: dict[str, Any] = super().widget_attrs(widget)
+        if not widget.is_hidden:
+            attrs["maxlength"] = str(self.longest)  # the browsable API's filter form: the browser stops there
+        return attrs
 
     def to_python(self, value: Any) -> str:
         text: str = super().to_python(value)
+        if len(text) > self.longest:
+            # parameters, not the text: refusals() and the form %-format the message
+            raise forms.ValidationError(
+                "is %(given)d characters long: at most %(longest)d are taken%(why)s", code="max_length",
+                params={"given": len(text), "longest": self.longest,
+                        "why": f" ({self.longest_why})" if self.longest_why else ""})
         if text:
             trimmed = len(value) - len(value.lstrip()) if self.strip and isinstance(value, str) else 0
             problem = hidden_character_problem(text, offset=trimmed)
@@ -93,10 +119,40 @@ class PlainTextFormField(forms.CharField):
         return text
 
 
+def column_length(model: Any, field_name: str) -> tuple[int, str] | None:
+    """The longest text the column `field_name` of `model` (through relations: `team__name`)
+    holds and the words saying so ("no job's name is longer"), or None when it is no column of
+    bounded length."""
+    column = get_model_field(model, field_name) if model is not None else None
+    longest = getattr(column, "max_length", None)
+    if column is None or not longest:
+        return None
+    owner = column.model._meta.verbose_name
+    return longest, f"no {owner}'s {column.verbose_name} is longer"
+
+
 class TextFilter(filters.CharFilter):
-    """A filter on text, its value read by the one rule for text (PlainTextFormField)."""
+    """A filter on text, its value read by the one rule for text (PlainTextFormField), and no
+    longer than the column it is compared with holds (column_length), FREE_TEXT_MAX_LENGTH
+    otherwise: longer, it can match no row, and it is a 400 naming the parameter and the limit."""
 
     field_class = PlainTextFormField
+
+    def compared_column(self) -> tuple[int, str] | None:
+        """The length of the column this filter's value is compared with (column_length)."""
+        return None if self.method else column_length(getattr(self, "model", None), self.field_name)
+
+    @property
+    def field(self) -> forms.Field:
+        # A field built before the filterset gave this filter its model (a class's filter) was
+        # built without its column: built again for the model it has now.
+        model = getattr(self, "model", None)
+        if getattr(self, "_longest_for", None) is not model:
+            self.__dict__.pop("_field", None)
+            self._longest_for = model
+        if not hasattr(self, "_field"):
+            self.extra["longest"], self.extra["longest_why"] = self.compared_column() or (FREE_TEXT_MAX_LENGTH, "")
+        return super().field  # type: ignore[no-any-return]
 
 
 class InstantField(forms.Field):
@@ -267,6 +323,10 @@ class NamedRecordFilter(TextFilter):
             super().field.validators.append(self.refuse_unknown)
             self._checked_by = id(self)
         return self._field  # type: ignore[no-any-return]
+
+    def compared_column(self) -> tuple[int, str] | None:
+        # the column of `records` its value names, whether the filtering is a column's or a method's
+        return column_length(self.records(AnonymousUser()).model, self.slug_field)
 
     def refuse_unknown(self, value: str) -> None:
         request = getattr(self.parent, "request", None)

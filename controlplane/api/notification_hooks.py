@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -39,9 +40,9 @@ from controlplane.api.serializers.fields import (
     one_rule_field_mapping,
 )
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
+from controlplane.filtersets import FREE_TEXT_MAX_LENGTH, PlainTextFormField, column_length
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
-from controlplane.services.plain_text import hidden_character_problem
 
 
 class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSerializer):
@@ -162,11 +163,14 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         unknown = sorted(set(request.query_params) - self.LIST_PARAMETERS)
         if unknown:
             raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.LIST_PARAMETERS))}."]})
-        problem = hidden_character_problem(request.query_params.get("user", ""))
-        if problem:
-            # No username holds one, and PostgreSQL cannot even compare text with a NUL (a
-            # DataError, a 500): refused by the one rule for text, as the filtersets refuse it.
-            raise ValidationError({"user": [problem]})
+        # No username holds a control character (PostgreSQL cannot even compare text with a NUL:
+        # a DataError, a 500) nor is longer than the column: refused as the filtersets refuse them.
+        longest, why = column_length(get_user_model(), "username") or (FREE_TEXT_MAX_LENGTH, "")
+        try:
+            PlainTextFormField(required=False, strip=False, longest=longest, longest_why=why).clean(
+                request.query_params.get("user", ""))
+        except forms.ValidationError as refused:
+            raise ValidationError({"user": refused.messages}) from None
         user = request.query_params.get("user")
         if user and access.access_of(request.user).is_admin:
             users = get_user_model().objects.all()

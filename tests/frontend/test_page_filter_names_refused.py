@@ -63,3 +63,26 @@ def test_a_refused_filter_lists_no_jobs_on_the_jobs_page(client_for, submit_as) 
     assert f'data-job="{mine.pk}"' not in refused.content.decode()
     assert "These jobs cannot be listed: fix this filter." in refused.content.decode()
     assert [job.pk for job in listed.context["jobs"]] == [mine.pk]
+
+
+@pytest.mark.parametrize(("path", "said"), [
+    ("/jobs/", "at most 128 are taken (no job's name is longer)"),
+    ("/history/", "at most 128 are taken (no job's name is longer)"),
+    ("/nodes/", "at most 128 are taken (no node's name is longer)"),
+])
+def test_a_filter_longer_than_its_column_is_the_pages_error_line(client_for, path, said) -> None:
+    """The pages read the API's filtersets: a too-long `?name=` is their error line, not a crash
+    nor a page listing nothing."""
+    response = client_for("admin").get(path, {"name": "x" * 5_000})
+
+    assert response.status_code == 400
+    assert (f'<li data-error-for="name"><code>name</code>: is 5000 characters long: {said}</li>'
+            in html.unescape(response.content.decode()))
+
+
+def test_the_history_download_refuses_a_too_long_filter(client_for) -> None:
+    download = client_for("admin").get("/history.csv", {"ran_on": "n" * 129})
+
+    assert download.status_code == 400
+    assert download.content.decode().startswith(
+        "ran_on: is 129 characters long: at most 128 are taken (no node's name is longer)")

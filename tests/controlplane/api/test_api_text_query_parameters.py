@@ -6,8 +6,8 @@ Found 7 Dec: a NUL was refused in Django's words ("Null characters are not allow
 rule's; an escape or a right-to-left override in `?name=`, `?name_exact=` or `?reason=` was
 looked for and listed nothing (a 200, as if no job had that name), and in a record's name
 (`?team=`, `?node=`) was echoed back inside "no team named '…'" to whoever prints the answer.
-A 10,000-character value was never a 500 (a 200 listing nothing, or "no team named" with the
-name cut short), and still is not."""
+A value longer than the column it is compared with holds (a 10,000-character `?name=`) was a 200
+listing nothing: it is a 400 naming the parameter and its limit, never a 500."""
 
 from __future__ import annotations
 
@@ -61,13 +61,57 @@ def test_a_text_parameter_with_a_hiding_character_is_a_400_naming_it_in_a_bodys_
     assert r.json()["errors"] == {name: [said]}, r.json()
 
 
+#: The longest value each text parameter takes: the length of the column it is compared with
+#: (a job's name 128, a team's, project's, class's, cohort's or GPU type's name 64, a node's name
+#: 128, its pool, leaf switch and spine 64, a username 150, an event's reason 64).
+LONGEST = {
+    "name": 128, "name_exact": 128, "team": 64, "project": 64, "priority_class": 64, "user": 150,
+    "ran_on": 128, "node": 128, "cohort": 64, "gpu_type": 64, "pool": 64, "leaf_switch": 64, "spine": 64,
+    "reason": 64,
+}
+SHORTER_NAMES = {("teams/", "name"): 64, ("projects/", "name"): 64, ("cohorts/", "name"): 64,
+                 ("priority-classes/", "name"): 64, ("gpu-types/", "name"): 64}
+
+
+def longest(path: str, name: str) -> int:
+    return SHORTER_NAMES.get((path, name), LONGEST[name])
+
+
 @pytest.mark.parametrize(("path", "name"), TEXT_PARAMETERS, ids=[f"{p}?{n}" for p, n in TEXT_PARAMETERS])
-def test_a_long_text_parameter_is_never_a_500(admin: APIClient, fleet: Fleet, path: str, name: str) -> None:
-    r = admin.get(f"/api/v1/{path}", {name: "x" * 10_000})
+def test_a_text_parameter_longer_than_its_column_is_a_400_naming_it_and_the_limit(
+        admin: APIClient, fleet: Fleet, path: str, name: str) -> None:
+    """No row can hold a longer value, so none can match it: refused before the database reads
+    it (a 10,000-character `?name=` was searched for in every job's name, a 200 listing nothing)."""
+    limit = longest(path, name)
+
+    for given in (limit + 1, 10_000):
+        r = admin.get(f"/api/v1/{path}", {name: "x" * given})
+
+        assert r.status_code == 400, (r.status_code, r.content[:300])
+        (said,) = r.json()["errors"][name]
+        assert said.startswith(f"is {given} characters long: at most {limit} are taken (no "), said
+        assert said.endswith(" is longer)"), said
+
+
+@pytest.mark.parametrize(("path", "name"), TEXT_PARAMETERS, ids=[f"{p}?{n}" for p, n in TEXT_PARAMETERS])
+def test_a_text_parameter_as_long_as_its_column_is_read(admin: APIClient, fleet: Fleet, path: str, name: str) -> None:
+    r = admin.get(f"/api/v1/{path}", {name: " " + "x" * longest(path, name) + " "})  # the spaces are trimmed
 
     assert r.status_code in (200, 400), r.status_code
     if r.status_code == 400:  # a record's name: "no team named 'xxx…'", the name cut short
-        assert len(r.content) < 2_000, r.content[:300]
+        assert "characters long" not in str(r.json()["errors"][name]), r.json()
+
+
+def test_the_length_is_said_with_the_column(admin: APIClient, fleet: Fleet) -> None:
+    jobs = admin.get("/api/v1/jobs/", {"name": "x" * 129, "user": "u" * 151})
+    events = admin.get("/api/v1/events/", {"reason": "r" * 65})
+
+    assert jobs.status_code == events.status_code == 400
+    assert jobs.json()["errors"] == {
+        "name": ["is 129 characters long: at most 128 are taken (no job's name is longer)"],
+        "user": ["is 151 characters long: at most 150 are taken (no user's username is longer)"],
+    }
+    assert events.json()["errors"] == {"reason": ["is 65 characters long: at most 64 are taken (no event's reason is longer)"]}
 
 
 def test_a_name_filter_still_finds_by_plain_text(alice: APIClient, fleet: Fleet) -> None:
@@ -89,6 +133,13 @@ def test_the_hooks_user_parameter_is_read_by_the_rule(admin: APIClient, fleet: F
 
     assert r.status_code == 400, (r.status_code, r.content[:300])
     assert r.json()["errors"] == {"user": [said]}, r.json()
+
+
+def test_the_hooks_user_parameter_is_no_longer_than_a_username(admin: APIClient, fleet: Fleet) -> None:
+    r = admin.get("/api/v1/notification-hooks/", {"user": "u" * 151})
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert r.json()["errors"] == {"user": ["is 151 characters long: at most 150 are taken (no user's username is longer)"]}
 
 
 @pytest.mark.parametrize(("body", "field", "said"), [
