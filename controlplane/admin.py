@@ -6,6 +6,7 @@ from datetime import UTC
 from typing import Any
 
 from django import forms
+from django.apps import apps as django_apps
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME, ActionForm
@@ -85,21 +86,31 @@ admin.site.index_title = "Fleet configuration"
 _models_app_list = admin.site.get_app_list
 
 
+#: The permission the "Scheduler policy" page asks (models/scheduling.SchedulerLease.Meta).
+VIEW_POLICY = "controlplane.view_scheduler_policy"
+
+
 def _app_list_with_policy(request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
     """The index's and the sidebar's list, with "Scheduler policy" among the fleet's records
-    (SchedulerLeaseAdmin.policy_view) for whoever may view the lease: admins tune quotas and
-    priorities here and need the policy the cycle runs with beside them."""
+    (SchedulerLeaseAdmin.policy_view) for whoever may view the policy: admins tune quotas and
+    priorities here and need the policy the cycle runs with beside them. One who may view
+    nothing else of the app (an operator given only the policy) is shown the app with it alone."""
     apps = _models_app_list(request, app_label)
-    if not request.user.has_perm("controlplane.view_schedulerlease"):
+    if not request.user.has_perm(VIEW_POLICY) or app_label not in (None, "controlplane"):
         return apps
-    for app in apps:
-        if app["app_label"] == "controlplane":
-            app["models"].append({
-                "model": None, "name": "Scheduler policy", "object_name": "SchedulerPolicy",
-                "perms": {"add": False, "change": False, "delete": False, "view": True},
-                "admin_url": reverse("admin:controlplane_scheduler_policy"), "add_url": None, "view_only": True,
-            })
-            app["models"].sort(key=lambda m: str(m["name"]))
+    ours = next((app for app in apps if app["app_label"] == "controlplane"), None)
+    if ours is None:
+        config = django_apps.get_app_config("controlplane")
+        ours = {"name": config.verbose_name, "app_label": config.label,
+                "app_url": reverse("admin:app_list", kwargs={"app_label": config.label}),
+                "has_module_perms": True, "models": []}
+        apps = sorted([*apps, ours], key=lambda app: str(app["name"]).lower())
+    ours["models"].append({
+        "model": None, "name": "Scheduler policy", "object_name": "SchedulerPolicy",
+        "perms": {"add": False, "change": False, "delete": False, "view": True},
+        "admin_url": reverse("admin:controlplane_scheduler_policy"), "add_url": None, "view_only": True,
+    })
+    ours["models"].sort(key=lambda m: str(m["name"]))
     return apps
 
 
@@ -1204,7 +1215,7 @@ class SchedulerLeaseAdmin(ShownNotEdited):
                 *super().get_urls()]
 
     def policy_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):
+        if not request.user.has_perm(VIEW_POLICY):
             raise PermissionDenied
         current = scheduler_policy.policy()
         rows = scheduler_policy.settings_described(current)

@@ -22,6 +22,12 @@ class SchedulerLease(models.Model):
     # so they are strictly increasing across all allocations and fences.
     generation_counter = models.BigIntegerField(default=0)
 
+    class Meta:
+        # The admin's "Scheduler policy" page (admin.SchedulerLeaseAdmin.policy_view) reads the
+        # settings the cycle runs with, not this row: a permission of its own, which a group of
+        # operators is given, where seeing who leads and its epoch is another.
+        permissions = [("view_scheduler_policy", "Can view the scheduler policy")]
+
     def __str__(self) -> str:
         return f"{self.name}: {self.holder or '(none)'} epoch {self.epoch}"
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Permission
 from django.test import Client, override_settings
 
 from controlplane.services import scheduler_policy
@@ -75,11 +76,54 @@ def test_every_setting_has_its_words(fleet) -> None:
     assert set(scheduler_policy.LOOP_ABOUT) == set(scheduler_policy.LOOP_SETTINGS)
 
 
-def test_a_staff_user_who_may_not_view_the_lease_is_refused_the_page(fleet) -> None:
-    user: Any = f.make_user("clerk")
+def _staff(username: str, *permissions: str) -> Client:
+    """A staff user who may sign in to the admin, with only these permissions (codenames)."""
+    user: Any = f.make_user(username)
     user.is_staff = True
     user.save()
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="controlplane",
+                                                        codename__in=permissions))
+    assert set(user.user_permissions.values_list("codename", flat=True)) == set(permissions)
     client = Client()
-    assert client.login(username="clerk", password="clerk")
+    assert client.login(username=username, password=username)
+    return client
+
+
+def test_a_staff_user_who_may_not_view_the_lease_is_refused_the_page(fleet) -> None:
+    client = _staff("clerk")
     assert client.get(PAGE).status_code == 403
     assert "Scheduler policy" not in client.get("/admin/").content.decode()
+
+
+def test_the_lease_permission_alone_does_not_show_the_policy(fleet) -> None:
+    """The page has its own permission: seeing the lease row (who leads, its epoch) is not
+    reading the policy. Until 7 Dec the page was gated by "Can view scheduler lease"."""
+    client = _staff("leasewatcher", "view_schedulerlease")
+
+    assert client.get(PAGE).status_code == 403
+    assert "Scheduler policy" not in client.get("/admin/").content.decode()
+    assert client.get("/admin/controlplane/schedulerlease/").status_code == 200  # the lease it may see
+
+
+def test_the_policy_permission_alone_shows_the_page_and_its_index_entry(fleet) -> None:
+    client = _staff("operator", "view_scheduler_policy")
+
+    page = client.get(PAGE)
+    index = client.get("/admin/").content.decode()
+
+    assert page.status_code == 200
+    assert "fair_share_half_life_s" in page.content.decode()
+    assert f'<a href="{PAGE}">Scheduler policy</a>' in index
+    assert client.get("/admin/controlplane/schedulerlease/").status_code == 403  # not the lease
+
+
+def test_the_permission_is_said_in_words_a_group_admin_reads(fleet) -> None:
+    permission = Permission.objects.get(content_type__app_label="controlplane", codename="view_scheduler_policy")
+    assert permission.name == "Can view the scheduler policy"
+
+
+def test_anonymous_is_sent_to_sign_in(fleet) -> None:
+    r = Client().get(PAGE)
+
+    assert r.status_code == 302
+    assert r["Location"].startswith("/admin/login/?next=" + PAGE)
