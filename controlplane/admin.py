@@ -747,7 +747,7 @@ _span = config_audit.span
 @admin.register(PriorityClass)
 class PriorityClassAdmin(ConfigAudited):
     def audit_note(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> tuple[str, dict[str, Any] | None]:
-        """A budget lowered under what running jobs of the class already used in the window
+        """A budget lowered under what unfinished jobs of the class already used in the window
         protects them from preemption until their preemptions leave it: taken, said on the page
         (save_model) and in the event, with the numbers (services/preemption_budgets.py)."""
         request._budget_spent_said = ""  # type: ignore[attr-defined]

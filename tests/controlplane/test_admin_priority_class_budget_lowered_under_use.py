@@ -14,7 +14,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.utils import timezone
 
-from controlplane.choices import EventKind
+from controlplane.choices import EventKind, JobState
 from controlplane.models import Event, Job
 from controlplane.services.preemption_budgets import spent_budgets
 from tests.controlplane import factories as f
@@ -124,3 +124,37 @@ def test_the_api_says_and_records_a_budget_lowered_under_use_as_the_admin_does(f
     event = Event.objects.filter(reason="PriorityClassChanged").latest("pk")
     assert [(s["job"], s["used"], s["budget"]) for s in event.data["budget_spent"]] == [(job.pk, 1, 1)]
     assert f"job {job.pk}: 1 used" in event.message
+
+
+def test_a_requeued_job_waiting_to_run_again_is_said_too_and_a_finished_one_is_not(fleet, browser) -> None:
+    """The rule the warning pins: every unfinished job of the class whose budget the new value
+    spends, as the cycle counts them (snapshot._recent_requeues: every job not finished). A job
+    preempted is requeued, so right after its preemption it waits: started again inside the
+    window it is out of preemption's reach from its first second. Until 7 Dec the warning listed
+    running jobs only, and the save said nothing of a job preempted an hour ago and waiting."""
+    now = timezone.now()
+    running = running_job(fleet.ml, gpus=8, started_at=now - timedelta(minutes=30), priority_class=fleet.research)
+    hold(running, [(fleet.nodes[0], 8)], now - timedelta(minutes=30))
+    _preempted(running, now - timedelta(hours=2))
+    waiting = f.make_job(fleet.ml, fleet.research, gpus=8)
+    _preempted(waiting, now - timedelta(hours=1))
+    held = f.make_job(fleet.ml, fleet.research, gpus=8, hold="user")
+    _preempted(held, now - timedelta(hours=3))
+    ended = f.make_job(fleet.ml, fleet.research, gpus=8, state=JobState.FAILED, finished_at=now)
+    _preempted(ended, now - timedelta(hours=1))
+
+    r = _save_budget(browser, fleet.research.pk, 1)
+
+    assert r.status_code == 302
+    [said] = [str(m) for m in get_messages(r.wsgi_request) if "already used" in str(m)]
+    until = {job.pk: (job.last_preempted_at + timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
+             for job in Job.objects.filter(pk__in=[running.pk, waiting.pk, held.pk])}
+    assert "3 jobs of it (1 running, 2 waiting) already used 1 or more in the current window" in said
+    assert f"job {running.pk}: 1 used, spent until {until[running.pk]} UTC" in said
+    assert f"job {waiting.pk} (waiting): 1 used, spent until {until[waiting.pk]} UTC" in said
+    assert f"job {held.pk} (waiting): 1 used, spent until {until[held.pk]} UTC" in said
+    assert f"job {ended.pk}" not in said
+    assert "Until then each is, a waiting one from when it starts, never preempted" in said
+    event = Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="PriorityClassChanged").latest("pk")
+    assert {s["job"]: s["waiting"] for s in event.data["budget_spent"]} == {
+        running.pk: False, waiting.pk: True, held.pk: True}

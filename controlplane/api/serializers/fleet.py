@@ -190,7 +190,7 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
         help_text="What this class's settings mean that may not be meant: a value shared with other classes, a "
                   "preemption budget of 0 (its jobs are never preempted, borrowed GPUs included); in the answer to a "
                   "change that lowered max_runtime_limit_s under the limits of unfinished jobs of the class, those "
-                  "jobs (they keep their limits); of one that lowered preemption_budget under what running jobs of "
+                  "jobs (they keep their limits); of one that lowered preemption_budget under what unfinished jobs of "
                   "the class already used in the window, those jobs and until when they are not preempted.")
 
     class Meta:

@@ -305,7 +305,7 @@ class PriorityClassViewSet(AdminWritableViewSet):
     def perform_update(self, serializer: Any) -> None:
         """A maximum runtime limit lowered under unfinished jobs' limits is said in the answer
         (PriorityClassSerializer.get_warnings), as on the admin's page: they keep them. So is a
-        preemption budget lowered under what running jobs of the class already used in the
+        preemption budget lowered under what unfinished jobs of the class already used in the
         window (services/preemption_budgets.py), which the event records too."""
         most, budget = serializer.instance.max_runtime_limit_s, serializer.instance.preemption_budget
         with transaction.atomic():
