@@ -96,10 +96,12 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool(
 )
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
-    # Before django.contrib.auth: its changepassword and createsuperuser are ours, which record
-    # what they do in the audit trail (controlplane/management/commands); a command's first app wins.
+    # Before django.contrib.admin: its admin/base_site.html extends the admin's (templates are
+    # found in the first app that has them). Before django.contrib.auth: its changepassword and
+    # createsuperuser are ours, which record what they do in the audit trail
+    # (controlplane/management/commands); a command's first app wins.
     "controlplane",
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

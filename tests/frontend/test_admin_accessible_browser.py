@@ -1,9 +1,11 @@
 """In Chromium, signed in as an admin: Quartermaster's lists and change forms in the Django admin
 (teams, quotas, cohorts, priority classes, price rates, nodes, jobs, events, maintenance windows,
-users) and the Scheduler policy page get the product pages' checks (tests/frontend/test_pages_accessible_browser.py, the same
+users), the admin's index and the Scheduler policy page get the product pages' checks (tests/frontend/test_pages_accessible_browser.py, the same
 audit run in the browser): every control and link named in Chromium's accessibility tree, text at
 4.5:1 on its background (3:1 when large), a visible focus ring on every Tab stop and no trap, one
-h1 and headings in order, every table's header cells scoped.
+h1 and headings in order, every table's header cells scoped, and a navigation landmark (the
+index had none until 7 Dec: Django empties its breadcrumbs, the only <nav> of a page without
+the sidebar; the account's links are one now, admin/base_site.html).
 
 What Django's own admin markup does that Quartermaster does not change (docs/dashboards.md,
 Accessibility, The admin) is listed in DJANGO_OWN_TH and DJANGO_OWN_UNNAMED and left out;
@@ -75,6 +77,8 @@ def _problems(page: Any) -> dict[str, Any]:
     for key in ("skips", "headless", "contrast"):
         if seen[key]:
             found[key] = seen[key]
+    if page.get_by_role("navigation").count() < 1:
+        found["navigation landmarks"] = 0
     ours = page.evaluate(TABLES_AND_HELP, DJANGO_OWN_TH)
     if ours["th"]:
         found["unscoped th"] = ours["th"]
@@ -94,6 +98,14 @@ def test_quartermasters_admin_lists_and_forms_are_usable_by_keyboard_and_screen_
                        reason="firmware upgrade", nodes=[Node.objects.order_by("name").first()])
     admin = session("admin")
     report: dict[str, Any] = {}
+    # The index, which Django leaves without a <nav> (it empties the breadcrumbs and has no
+    # sidebar): the account's links are one (admin/base_site.html), as on every admin page.
+    admin.page.goto(admin.base + "/admin/")
+    if found := _problems(admin.page):
+        report["/admin/"] = found
+    expect(admin.page.get_by_role("navigation", name="Your account and the site")).to_have_count(1)
+    expect(admin.page.get_by_role("navigation", name="Your account and the site")
+           .get_by_role("link", name="View site")).to_have_count(1)
     for name, model in MODELS.items():
         if model is None:
             pk = user("alice").pk

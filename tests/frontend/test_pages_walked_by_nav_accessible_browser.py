@@ -17,8 +17,8 @@ node. Each page keeps the rules a screen reader and a keyboard need, checked in 
 tests/frontend/test_pages_accessible_browser.py checks more (contrast, Tab order, live regions)
 on a fixed list of pages; this one walks what the navigation offers each role, so a page added
 to the nav is checked without being listed. The Admin link leads to Django's own admin, checked
-by tests/frontend/test_admin_accessible_browser.py with the markup Django keeps its way (its index
-has no navigation landmark: docs/dashboards.md, Accessibility, The admin).
+by tests/frontend/test_admin_accessible_browser.py with the markup Django keeps its way
+(docs/dashboards.md, Accessibility, The admin); its index has a navigation landmark since 7 Dec.
 
 Run on 7 Dec before its fixes, it found on every page with a chart (overview, teams, nodes, a
 job, a node) plotly's text-measuring SVG (`#js-plotly-tester`, off screen) and the icon inside
