@@ -142,6 +142,10 @@ class TextFilter(filters.CharFilter):
         """The length of the column this filter's value is compared with (column_length)."""
         return None if self.method else column_length(getattr(self, "model", None), self.field_name)
 
+    def longest(self) -> tuple[int, str]:
+        """The longest value taken, and the words saying why (none for free search)."""
+        return self.compared_column() or (FREE_TEXT_MAX_LENGTH, "")
+
     @property
     def field(self) -> forms.Field:
         # A field built before the filterset gave this filter its model (a class's filter) was
@@ -151,7 +155,7 @@ class TextFilter(filters.CharFilter):
             self.__dict__.pop("_field", None)
             self._longest_for = model
         if not hasattr(self, "_field"):
-            self.extra["longest"], self.extra["longest_why"] = self.compared_column() or (FREE_TEXT_MAX_LENGTH, "")
+            self.extra["longest"], self.extra["longest_why"] = self.longest()
         return super().field  # type: ignore[no-any-return]
 
 

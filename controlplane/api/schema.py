@@ -13,6 +13,7 @@ from drf_spectacular.plumbing import force_instance
 from rest_framework import serializers
 
 from controlplane.api.serializers.fields import PutReplacesWholeMixin, WholeNumberField
+from controlplane.filtersets import TextFilter
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -62,6 +63,21 @@ class QuartermasterAutoSchema(AutoSchema):
                 set(schema.get("required", []))
                 | {name for name in schema.get("properties", {}) if not fields[name].write_only})
         return schema
+
+    def _get_filter_parameters(self) -> list[dict[str, Any]]:
+        """A text filter's parameter says its longest value (`maxLength`), which the server
+        refuses beyond (filtersets.TextFilter: the length of the column it is compared with)."""
+        parameters: list[dict[str, Any]] = super()._get_filter_parameters()
+        filterset_class = getattr(self.view, "filterset_class", None)
+        if filterset_class is None or not parameters:
+            return parameters
+        # a filterset gives its filters their model, which their columns are read from
+        filters = filterset_class(queryset=filterset_class._meta.model.objects.none()).filters
+        for parameter in parameters:
+            text = filters.get(parameter["name"])
+            if isinstance(text, TextFilter) and parameter["schema"].get("type") == "string":
+                parameter["schema"]["maxLength"] = text.longest()[0]
+        return parameters
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
         responses: dict[str, Any] = super()._get_response_bodies(direction)
