@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from controlplane.models import GpuType, Node
 from tests.frontend.test_browser_pages import browser, session  # noqa: F401 (fixtures)
@@ -66,3 +67,60 @@ def test_a_window_narrowed_to_a_phone_thins_the_slot_labels_and_widened_labels_t
         return l.length >= 2 && l.every((a, i) => i === 0 || l[i - 1].right <= a.left); }}""", timeout=10_000)
     admin.page.set_viewport_size({"width": 1280, "height": 900})
     admin.page.wait_for_function(f"() => ({SLOT_LABELS})('heatmap').length === 16", timeout=10_000)
+
+
+#: Watches the heat map's slot labels from now on: at each change to its drawing, how many are
+#: drawn (with a box), kept on the window. A MutationObserver's callback runs between plotly's
+#: drawing and any later relayout, so a labelling drawn and then taken back is seen.
+WATCH_SLOT_LABELS = """() => {
+    const plot = document.querySelector('[data-chart="heatmap"] .js-plotly-plot');
+    window.__slotLabelsDrawn = [];
+    new MutationObserver(() => window.__slotLabelsDrawn.push(
+        [...plot.querySelectorAll('.xtick text')].filter(t => t.getBoundingClientRect().width > 0).length))
+        .observe(plot, {childList: true, subtree: true, attributes: true, characterData: true});
+}"""
+
+
+def test_a_live_update_draws_the_slot_labels_thinned_never_all_of_them_first(session: Any) -> None:  # noqa: F811
+    # The overview's live update redrew the heat map with the server's every-slot labels, then
+    # thinned them again: at a phone's width "0" to "15" were drawn across one another for a
+    # moment at every refresh.
+    admin = session("admin")
+    _sixteen_gpu_node()
+    admin.page.set_viewport_size({"width": 390, "height": 900})
+    admin.open("/")
+    page = admin.page
+    page.evaluate("() => QM.stop()")  # the test's poll is the only one
+    thinned = [b["text"] for b in page.evaluate(SLOT_LABELS, "heatmap")]
+    assert 2 <= len(thinned) < 16, thinned
+    # Elsewhere a node joins the fleet: the update draws the heat map anew, a row more.
+    h100 = Node.objects.get(name="hgx2-01")
+    Node.objects.create(name="hgx2-02", pool="h100", gpu_type_id=h100.gpu_type_id, gpu_count=16, cpus=96,
+                        memory_gb=1536, leaf_switch="leaf-h1", spine="spine-1", simulated=True)
+    page.evaluate(WATCH_SLOT_LABELS)
+    updates = int(page.evaluate("() => Number(document.body.dataset.liveUpdates || '0')"))
+    page.evaluate("() => QM.poll()")
+    expect(page.locator("body")).to_have_attribute("data-live-updates", str(updates + 1))
+    expect(page.locator('[data-chart="heatmap"] .js-plotly-plot .ytick text', has_text="hgx2-02")).to_have_count(1)
+    drawn = page.evaluate("() => window.__slotLabelsDrawn")
+    assert drawn, "the live update drew nothing"
+    assert max(drawn) <= len(thinned), f"slot labels drawn during the update: {drawn}, thinned {len(thinned)}"
+    assert [b["text"] for b in page.evaluate(SLOT_LABELS, "heatmap")] == thinned
+
+
+def test_the_first_drawing_at_a_phones_width_draws_the_slot_labels_thinned(session: Any) -> None:  # noqa: F811
+    # The page's first drawing took the server's every-slot labels too, and thinned them after.
+    admin = session("admin")
+    _sixteen_gpu_node()
+    admin.page.set_viewport_size({"width": 390, "height": 900})
+    admin.page.add_init_script("""window.__slotLabelsDrawn = [];
+        new MutationObserver(() => {
+            const plot = document.querySelector('[data-chart="heatmap"] .js-plotly-plot');
+            if (plot) window.__slotLabelsDrawn.push([...plot.querySelectorAll('.xtick text')]
+                .filter(t => t.getBoundingClientRect().width > 0).length);
+        }).observe(document, {childList: true, subtree: true, attributes: true});""")
+    admin.open("/")
+    thinned = admin.page.evaluate(SLOT_LABELS, "heatmap")
+    assert 2 <= len(thinned) < 16, thinned
+    drawn = admin.page.evaluate("() => window.__slotLabelsDrawn")
+    assert max(drawn) <= len(thinned), f"slot labels drawn while the page opened: {sorted(set(drawn))}"

@@ -479,21 +479,68 @@
 
   /* A heat map's GPU-slot axis (layout.meta.slot_ticks: how many slots) labels every slot while
      the labels fit side by side, else every 2nd, 4th, ... slot from 0: at a phone's 390 px a
-     16-GPU node's "10" to "15" were drawn over one another (about 5.6 px a slot). Measured on the
-     axis as drawn, at each drawing (a resize, a live update), so a wide window labels them all. */
-  function slotTicks(plot) {
-    var count = plot.layout && plot.layout.meta && plot.layout.meta.slot_ticks;
-    var axis = plot._fullLayout && plot._fullLayout.xaxis;
-    if (!count || !axis || !axis._length) return Promise.resolve();
-    var perSlot = axis._length / Math.abs(axis.range[1] - axis.range[0]);
-    var widest = 0;
-    plot.querySelectorAll(".xtick text").forEach(function (t) { widest = Math.max(widest, t.getBoundingClientRect().width); });
-    // (no label drawn yet: the last slot's digits at the axis's font, about 0.6 em each)
-    if (!widest) widest = String(count - 1).length * ((axis.tickfont && axis.tickfont.size) || 12) * 0.6;
+     16-GPU node's "10" to "15" were drawn over one another (about 5.6 px a slot). The one rule,
+     given the axis's length in px, the slots it spans and a digit's width; the slots to label. */
+  function slotTickvals(count, axisPx, span, digitPx) {
+    var perSlot = axisPx / span;
+    var widest = String(count - 1).length * digitPx;
     var stride = 1;
     while (stride < count && stride * perSlot < widest + 4) stride *= 2;
     var wanted = [];
     for (var i = 0; i < count; i += stride) wanted.push(i);
+    return wanted;
+  }
+
+  /* A digit's width on the slot axis: measured on the labels drawn, else about 0.6 em of the
+     axis's font (nothing drawn yet). */
+  function slotDigitPx(plot, font) {
+    var digit = 0;
+    plot.querySelectorAll(".xtick text").forEach(function (t) {
+      var chars = t.textContent.length;
+      if (chars) digit = Math.max(digit, t.getBoundingClientRect().width / chars);
+    });
+    return digit || ((font && font.size) || 12) * 0.6;
+  }
+
+  /* The colour bar's words, which set how much of the width it takes from the plot. */
+  function colourBarWords(data) {
+    var bar = (data && data[0] && data[0].colorbar) || {};
+    return (bar.ticktext || []).concat([(bar.title && bar.title.text) || ""]).map(String);
+  }
+
+  /* The slot axis's length before a drawing: the last drawing's where the plot is as wide and its
+     colour bar says the same (a live update), else the plot's width less its margins and the
+     colour bar (its 30 px bar, padding and longest words). The drawing is measured after (slotTicks). */
+  function slotAxisPx(plot, layout, data) {
+    var full = plot._fullLayout;
+    var words = colourBarWords(data);
+    if (full && full.xaxis && full.xaxis._length && full.width === plot.clientWidth &&
+        JSON.stringify(colourBarWords(plot.data)) === JSON.stringify(words)) return full.xaxis._length;
+    var margin = layout.margin || {};
+    var longest = Math.max.apply(null, words.map(function (w) { return w.length; }));
+    var bar = 30 + 10 + 3 + longest * 12 * 0.6 + 15;
+    return Math.max(1, plot.clientWidth - (margin.l || 80) - Math.max(margin.r || 80, bar));
+  }
+
+  /* The layout to draw with its slot labels thinned already, so that no drawing (the first, a
+     live update's) labels every slot before slotTicks thins them: a live update at a phone's width
+     drew "0" to "15" across one another for a moment at each refresh. */
+  function thinSlotTicks(plot, layout, data) {
+    var count = layout.meta && layout.meta.slot_ticks;
+    var axis = layout.xaxis;
+    if (!count || !axis || !axis.range) return layout;
+    var span = Math.abs(axis.range[1] - axis.range[0]);
+    var wanted = slotTickvals(count, slotAxisPx(plot, layout, data), span, slotDigitPx(plot, axis.tickfont));
+    return Object.assign({}, layout, { xaxis: Object.assign({}, axis, { tickvals: wanted }) });
+  }
+
+  /* The slot labels checked on the axis as drawn, at each drawing (a resize, a live update whose
+     colour bar took more or less room), so a wide window labels them all. */
+  function slotTicks(plot) {
+    var count = plot.layout && plot.layout.meta && plot.layout.meta.slot_ticks;
+    var axis = plot._fullLayout && plot._fullLayout.xaxis;
+    if (!count || !axis || !axis._length) return Promise.resolve();
+    var wanted = slotTickvals(count, axis._length, Math.abs(axis.range[1] - axis.range[0]), slotDigitPx(plot, axis.tickfont));
     if (JSON.stringify(plot.layout.xaxis.tickvals) === JSON.stringify(wanted)) return Promise.resolve();
     return Plotly.relayout(plot, { "xaxis.tickvals": wanted });
   }
@@ -884,8 +931,9 @@
     box.qmFigureAxes = figureAxes(chart.figure.layout);
     var own = chart.figure.layout.xaxis || {};
     box.qmOwnTicks = { dtick: own.dtick, ticklabelmode: own.ticklabelmode || "instant" };
-    var layout = keepPeriodTicks(keepRange(box, chart.figure.layout));
-    return Plotly.react(plot, keepHidden(box, chart.figure.data), layout, PLOT_CONFIG).then(function () {
+    var data = keepHidden(box, chart.figure.data);
+    var layout = thinSlotTicks(plot, keepPeriodTicks(keepRange(box, chart.figure.layout)), data);
+    return Plotly.react(plot, data, layout, PLOT_CONFIG).then(function () {
       return slotTicks(plot);
     }).then(function () {
       hideDecorations(plot);
