@@ -35,6 +35,7 @@ import pytest
 from controlplane.services.cycle import run_cycle
 from controlplane.services.jobs import SubmitRequest, submit
 from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_pages_accessible_browser import keyboard_findings
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -136,6 +137,62 @@ def _findings(page: Any) -> dict[str, Any]:
     return found
 
 
+#: The what-if page's replay as it stands: its region's name (the region role Chromium gives a
+#: section only when it is named), the progress bar's name while it runs, and what the page's
+#: polite status said as the replay's state changed under the live updates.
+REPLAY_REGION = r"""() => {
+  const area = document.getElementById('what-if-result');
+  const named = el => {
+    const by = (el.getAttribute('aria-labelledby') || '').split(/\s+/).filter(Boolean)
+      .map(id => document.getElementById(id)).filter(Boolean).map(e => e.textContent.trim()).join(' ');
+    return ((el.getAttribute('aria-label') || '').trim() || by);
+  };
+  return {state: area && area.dataset.replay, name: area ? named(area) : '',
+          progress: [...document.querySelectorAll('#what-if-area progress')].map(named),
+          said: (window.__replaySaid || []).filter(Boolean), updates: Number(document.body.dataset.liveUpdates || '0')};
+}"""
+
+#: Everything the polite status says from now on (a MutationObserver on #live-said).
+HEAR_STATUS = r"""() => {
+  window.__replaySaid = [];
+  const status = document.getElementById('live-said');
+  new MutationObserver(() => window.__replaySaid.push(status.textContent.trim()))
+    .observe(status, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+def _replay_findings(tab: Any) -> dict[str, Any]:
+    """Replay pressed on the what-if page (a POST, then the page that follows it to its
+    comparison): the page's rules again with the comparison and its charts in it, the results a
+    region named by its heading, its running state's progress named, its arrival said in the
+    page's polite status (when it arrived by a live update), and every control of it reached by Tab."""
+    page = tab.page
+    with page.expect_navigation(url=lambda url: "key=" in url):
+        page.click("#what-if-form button[type=submit]")
+    page.evaluate(HEAR_STATUS)
+    first = page.evaluate(REPLAY_REGION)
+    found: dict[str, Any] = {}
+    if first["state"] == "running" and (not first["progress"] or not all(first["progress"])):
+        found["progress unnamed"] = first["progress"]
+    page.wait_for_selector("[data-replay=done]", timeout=90_000)
+    page.wait_for_function("[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
+    found.update(_findings(page))
+    done = page.evaluate(REPLAY_REGION)
+    if not done["name"] or page.get_by_role("region", name=done["name"]).count() != 1:
+        found["results region unnamed"] = done["name"]
+    if first["state"] == "running" and not any("done" in said for said in done["said"]):
+        found["results arrived unsaid"] = done["said"]
+    keyboard, tabbed = keyboard_findings(page)
+    found.update(keyboard)
+    results_tabbable = page.evaluate("""() => [...document.querySelectorAll(['a[href]', 'button', 'input', 'select', 'summary',
+        '[tabindex]:not([tabindex="-1"])'].map(s => '#what-if-area ' + s).join(', '))]
+        .filter(el => !el.closest('[hidden], .chart') && el.getClientRects().length).length""")
+    if not results_tabbable:
+        found["results: nothing to reach by Tab"] = 0
+    found["(seen)"] = {"first state": first["state"], "reached by Tab": tabbed["count"]}
+    return found
+
+
 def _nav_paths(page: Any) -> list[str]:
     """The top bar's links and the user's own (their settings), in order, each once."""
     hrefs = page.eval_on_selector_all("header.topbar nav a[href], header.topbar a.user[href]", "as => as.map(a => a.href)")
@@ -153,6 +210,7 @@ def test_every_page_the_nav_reaches_has_lang_one_h1_landmarks_named_controls_tex
         submit(user("alice"), SubmitRequest(name=name, gpus=gpus, gpus_per_node=8))
     run_cycle("test")
     report: dict[str, Any] = {}
+    seen: list[dict[str, Any]] = []
     for who in ("admin", "alice"):
         tab = session(who)
         tab.open("/")
@@ -170,6 +228,11 @@ def test_every_page_the_nav_reaches_has_lang_one_h1_landmarks_named_controls_tex
             found = _findings(tab.page)
             if found:
                 report[f"{who} {path}"] = found
+            if path.startswith("/what-if/") and who == "admin":  # (one replay: it takes seconds)
+                replayed = _replay_findings(tab)
+                seen.append(replayed.pop("(seen)"))
+                if replayed:
+                    report[f"{who} {path} after Replay"] = replayed
             if path == "/jobs/":
                 to_visit.append(_first_detail(tab.page, "table.jobs tbody a[href^='/jobs/']") or "")
             if path == "/nodes/":
@@ -177,5 +240,6 @@ def test_every_page_the_nav_reaches_has_lang_one_h1_landmarks_named_controls_tex
             to_visit = [p for p in to_visit if p]
         assert any(p.startswith("/jobs/") and p != "/jobs/" for p in visited), visited
         assert any(p.startswith("/nodes/") and p != "/nodes/" for p in visited), visited
+    assert len(seen) == 1, "the what-if page's Replay was not pressed"
     assert not report, "accessibility rules broken:\n" + "\n".join(
         f"{where}:\n" + "\n".join(f"  {k}: {v}" for k, v in found.items()) for where, found in report.items())
