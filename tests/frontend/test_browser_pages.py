@@ -333,6 +333,24 @@ def test_admin_opens_a_node_from_the_list_and_cordons_it_there(session):
     admin.screenshot("node")
 
 
+#: From now on, each navigation the page begins (the Navigation API's `navigate` event, fired as a
+#: form's submission or a location change starts, before its request goes out) and each `change`
+#: event once the page's own handlers had it (a listener on the document, where it bubbles last):
+#: a picker's arrow key is over when its change is counted, and sent the page nowhere if no
+#: navigation began by the turn of the event loop after. (Until 7 Dec the tests slept 300 ms and looked at the URL.)
+WATCH_NAVIGATION = """() => {
+  window.__navigations = [];
+  window.__changes = 0;
+  navigation.addEventListener('navigate', event => window.__navigations.push(event.destination.url));
+  document.addEventListener('change', () => { window.__changes += 1; });
+}"""
+
+#: The navigations begun, a frame and a task after now: a form's submission begins in a task of
+#: its own, queued as `submit()` is called. (A navigation begun ends this page's scripts: the
+#: evaluate fails, and so does the test.)
+NAVIGATIONS_A_TURN_LATER = "() => new Promise(r => requestAnimationFrame(() => setTimeout(() => r(window.__navigations))))"
+
+
 def test_a_keyboard_reaches_any_window_and_applies_it_with_enter(session):
     """Arrow keys on a picker that applied on every change sent the page away at the first
     arrow (24 hours → 7 days), with the focus lost: 30 days could not be reached by keyboard.
@@ -344,9 +362,11 @@ def test_a_keyboard_reaches_any_window_and_applies_it_with_enter(session):
         picker = alice.page.locator("select[name=window]")
         picker.focus()
         before = picker.input_value()
+        alice.page.evaluate(WATCH_NAVIGATION)
         alice.page.keyboard.press("ArrowDown")
-        alice.page.wait_for_timeout(300)
-        assert alice.page.url == alice.base + path, "the first arrow navigated away"
+        alice.page.wait_for_function("() => window.__changes === 1", timeout=ANSWER_TIMEOUT_MS)
+        assert alice.page.evaluate(NAVIGATIONS_A_TURN_LATER) == [], "the first arrow navigated away"
+        assert alice.page.url == alice.base + path
         while picker.input_value() != "30d":
             alice.page.keyboard.press("ArrowDown")
         assert picker.input_value() != before
@@ -515,9 +535,11 @@ def test_the_showback_pickers_wait_for_enter_too(session):
         picker = finn.page.locator(f"select[name={name}]")
         picker.focus()
         before = picker.input_value()
+        finn.page.evaluate(WATCH_NAVIGATION)
         finn.page.keyboard.press("ArrowDown")
-        finn.page.wait_for_timeout(300)
-        assert finn.page.url == finn.base + "/showback/", f"the first arrow on {name} navigated away"
+        finn.page.wait_for_function("() => window.__changes === 1", timeout=ANSWER_TIMEOUT_MS)
+        assert finn.page.evaluate(NAVIGATIONS_A_TURN_LATER) == [], f"the first arrow on {name} navigated away"
+        assert finn.page.url == finn.base + "/showback/"
         chosen = picker.input_value()
         assert chosen != before
         with finn.page.expect_navigation():
