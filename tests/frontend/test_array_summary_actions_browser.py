@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from controlplane.choices import JobState
 from controlplane.models import Job
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,17 +32,16 @@ def test_a_researcher_holds_releases_and_cancels_an_array_from_its_summary(sessi
     summary = page.locator("[data-live-html=array-summary]")
     expect(summary).to_have_text("Pending 3")
 
-    page.click("#array-hold")
-    expect(notice).to_contain_text("3 held", timeout=LIVE_TIMEOUT_MS)
+    tab.act("#array-hold")
+    expect(notice).to_contain_text("3 held")
     assert set(Job.objects.filter(array_id=array_id).values_list("hold", flat=True)) == {"user"}
 
-    page.click("#array-release")
-    expect(notice).to_contain_text("3 released", timeout=LIVE_TIMEOUT_MS)
+    tab.act("#array-release")
+    expect(notice).to_contain_text("3 released")
 
-    page.click("#array-cancel")
-    expect(notice).to_have_text(f"Array {array_id} (sweep, 3 tasks): 3 cancelled, 0 stopping.",
-                                timeout=LIVE_TIMEOUT_MS)
-    expect(summary).to_have_text("Cancelled 3", timeout=LIVE_TIMEOUT_MS)  # the counts follow, no reload
+    tab.act("#array-cancel")
+    expect(notice).to_have_text(f"Array {array_id} (sweep, 3 tasks): 3 cancelled, 0 stopping.")
+    expect(summary).to_have_text("Cancelled 3")  # the counts follow, no reload
     assert set(Job.objects.filter(array_id=array_id).values_list("state", flat=True)) == {JobState.CANCELLED}
     assert page.locator("#array-cancel").count() == 1  # the page is the one it was: no navigation
     assert tab.errors == []
@@ -70,8 +69,8 @@ def test_the_summary_says_how_many_waiting_tasks_are_held(session: Any) -> None:
     summary = page.locator("[data-live-html=array-summary]")
     expect(summary).to_have_text("Pending 3 (2 held)")
 
-    page.click("#array-release")
-    expect(summary).to_have_text("Pending 3", timeout=LIVE_TIMEOUT_MS)  # the live update says it too
+    tab.act("#array-release")
+    expect(summary).to_have_text("Pending 3")  # the live update says it too
     assert tab.errors == []
 
 
@@ -87,10 +86,10 @@ def test_cancelling_an_array_names_the_jobs_it_took_with_it(session: Any) -> Non
     page = tab.page
     asked: list[str] = []
     page.on("dialog", lambda dialog: asked.append(dialog.message))  # the session's own handler accepts it
-    page.click("#array-cancel")
+    tab.act("#array-cancel")
     expect(page.locator("#action-result")).to_have_text(
         f"Array {array_id} (sweep, 2 tasks): 2 cancelled, 0 stopping. With them 1 job that waited on its tasks was "
-        f"cancelled, its dependency never to be met now: job {merge.pk} (merge).", timeout=LIVE_TIMEOUT_MS)
+        f"cancelled, its dependency never to be met now: job {merge.pk} (merge).")
     assert asked == [f"Cancel array {array_id} (sweep)? Every task still waiting is cancelled, every running one "
                      "stopped (its processes get their grace period); ended tasks are left as they ended. 1 job "
                      "waiting on its tasks (afterok) is cancelled with them, its dependency never to be met, and so "

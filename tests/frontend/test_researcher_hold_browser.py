@@ -12,7 +12,7 @@ from controlplane.choices import JobHold
 from controlplane.models import Job
 from controlplane.services import holds
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,12 +24,12 @@ def test_researcher_holds_and_releases_a_waiting_job_from_its_page(session: Any)
     page = alice.page
     expect(page.locator("#held-badge")).to_have_count(0)
 
-    page.click("#hold-job")
+    alice.act("#hold-job")
 
     expect(page.locator("#action-result")).to_have_text(
         f"Job {job.pk} held by alice: it is out of the queue and holds nothing until released "
-        f"(qm release {job.pk}).", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#held-badge")).to_have_text("held", timeout=LIVE_TIMEOUT_MS)
+        f"(qm release {job.pk}).")
+    expect(page.locator("#held-badge")).to_have_text("held")
     # The status panel was refreshed (the badge came with it) and the action's words stayed.
     expect(page.locator("#action-result")).to_contain_text(f"Job {job.pk} held by alice")
     expect(page.locator("#held-note")).to_contain_text("Held by alice since")
@@ -43,15 +43,14 @@ def test_researcher_holds_and_releases_a_waiting_job_from_its_page(session: Any)
 
     alice.open(f"/jobs/{job.pk}/")
     expect(page.locator("table.events")).to_contain_text("Held by alice: out of the queue until released")
-    page.click("#release-job")
+    alice.act("#release-job")
 
     expect(page.locator("#action-result")).to_have_text(
-        f"Job {job.pk} released: it is back in the queue from the next scheduling cycle.", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#held-badge")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+        f"Job {job.pk} released: it is back in the queue from the next scheduling cycle.")
+    expect(page.locator("#held-badge")).to_have_count(0)
     expect(page.locator("#hold-job")).to_have_count(1)
     assert Job.objects.get(pk=job.pk).hold == JobHold.NONE
-    expect(page.locator("table.events")).to_contain_text("Released by alice (was held by alice): back in the queue",
-                                                         timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("table.events")).to_contain_text("Released by alice (was held by alice): back in the queue")
 
 
 def test_an_admins_hold_offers_a_member_no_release_and_says_why(session: Any) -> None:  # noqa: F811

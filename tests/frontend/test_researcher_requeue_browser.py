@@ -16,7 +16,7 @@ from controlplane.models import Allocation, AllocationGpu, Job, Node
 from controlplane.services import transitions
 from controlplane.services.jobs import SubmitRequest, submit
 from tests.controlplane.loop_fixtures import bind
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,14 +45,14 @@ def test_researcher_requeues_a_running_job_from_its_page(session: Any) -> None: 
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
 
     page.fill("#requeue-reason-input", "node throws XID 79")
-    button.click()
+    alice.act(button)
 
     grace = job.priority_class.grace_period_s
     expect(page.locator("#action-result")).to_have_text(
         f"Job {job.pk} is stopping to be requeued: its processes get {grace} s to exit, then it goes back to the "
-        "queue with the same id, from its last checkpoint.", timeout=LIVE_TIMEOUT_MS)
+        "queue with the same id, from its last checkpoint.")
     assert dialogs and dialogs[0].startswith(f"Requeue job {job.pk} (requeue-me)?")
-    expect(page.locator("#stop-notice h3")).to_have_text("Being requeued", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#stop-notice h3")).to_have_text("Being requeued")
     expect(page.locator("#stop-notice")).to_contain_text("Requeued by alice: node throws XID 79")
     expect(page.locator("#job-state")).to_contain_text("Stopping: requeue")
     expect(page.locator("#requeue-job")).to_have_count(0)  # no second requeue while it stops
@@ -74,17 +74,17 @@ def test_requeue_held_brings_it_back_held_with_a_release_button(session: Any) ->
     alice.open(f"/jobs/{job.pk}/")
     page = alice.page
 
-    page.click("#requeue-held-job")
+    alice.act("#requeue-held-job")
 
     expect(page.locator("#action-result")).to_contain_text(
-        f"goes back to the queue held (release it with qm release {job.pk})", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#stop-notice h3")).to_have_text("Being requeued, to come back held", timeout=LIVE_TIMEOUT_MS)
+        f"goes back to the queue held (release it with qm release {job.pk})")
+    expect(page.locator("#stop-notice h3")).to_have_text("Being requeued, to come back held")
     transitions.complete_release(allocation.pk, exit_code=143, at=timezone.now(), actor="agent:test")
     alice.open(f"/jobs/{job.pk}/")
     expect(page.locator("#held-badge")).to_have_text("held")
     expect(page.locator("#held-note")).to_contain_text("Held by alice since")
-    page.click("#release-job")
-    expect(page.locator("#held-badge")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+    alice.act("#release-job")
+    expect(page.locator("#held-badge")).to_have_count(0)
     assert Job.objects.get(pk=job.pk).hold == JobHold.NONE
 
 
