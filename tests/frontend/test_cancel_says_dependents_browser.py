@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from controlplane.choices import JobState
 from controlplane.models import Job
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,11 +31,11 @@ def test_the_cancel_question_and_notice_name_the_jobs_cancelled_with_it(session:
     asked: list[str] = []
     page.on("dialog", lambda dialog: asked.append(dialog.message))  # the session's own handler accepts it
 
-    page.click("#cancel-job")
+    tab.act("#cancel-job")
 
     expect(page.locator("#action-result")).to_have_text(
         f"Job {pre.pk} cancelled. With it 1 job that waited on it was cancelled, its dependency never to be met "
-        f"now: job {train.pk} (train).", timeout=LIVE_TIMEOUT_MS)
+        f"now: job {train.pk} (train).")
     assert asked == [f"Cancel job {pre.pk} (preprocess)? 1 job waiting on it (afterok) is cancelled with it, its "
                      f"dependency never to be met, and so is any job waiting on it: job {train.pk} (train)."]
     assert Job.objects.get(pk=train.pk).state == JobState.CANCELLED

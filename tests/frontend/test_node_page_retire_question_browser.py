@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from controlplane.choices import NodeState
 from controlplane.models import Node
 from controlplane.services import nodes
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -29,12 +29,12 @@ def test_the_node_pages_retire_and_return_say_what_follows(session: Any) -> None
     asked: list[str] = []
     page.on("dialog", lambda dialog: asked.append(dialog.message))  # the session's own handler accepts it
 
-    page.click('button[data-node-action="retire"]')
-    expect(page.locator("#node-retired")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    tab.act('button[data-node-action="retire"]')
+    expect(page.locator("#node-retired")).to_be_visible()
     assert Node.objects.get(name="a100-04").state == NodeState.RETIRED
 
-    page.click('button[data-node-action="return"]')
-    expect(page.locator("#node-retired")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+    tab.act('button[data-node-action="return"]')
+    expect(page.locator("#node-retired")).to_have_count(0)
     assert Node.objects.get(name="a100-04").state == NodeState.DOWN
 
     assert asked == [

@@ -15,7 +15,7 @@ from controlplane.choices import NodeState
 from controlplane.models import Node
 from controlplane.services import reconcile, transitions
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,12 +31,11 @@ def test_drain_on_the_nodes_page_names_the_job_it_leaves_running(session: Any) -
     admin.open("/nodes/")
     row = admin.page.locator('tr[data-node="h100-03"]')
 
-    row.locator("[data-node-action=drain]").click()
+    admin.act(row.locator("[data-node-action=drain]"))
 
     said = admin.page.locator("#action-result")
-    expect(said).to_contain_text("h100-03: ready → draining: no new work goes there; 1 job runs there until it ends",
-                                 timeout=LIVE_TIMEOUT_MS)
+    expect(said).to_contain_text("h100-03: ready → draining: no new work goes there; 1 job runs there until it ends")
     expect(said).to_contain_text(f"job {job.pk} finetune (2 GPUs here; its runtime limit ends ")
     expect(said).to_contain_text("it becomes cordoned once the last has ended.")
-    expect(row.locator(".node-state .badge")).to_have_text("Draining", timeout=LIVE_TIMEOUT_MS)
+    expect(row.locator(".node-state .badge")).to_have_text("Draining")
     assert Node.objects.get(pk=node.pk).state == NodeState.DRAINING

@@ -16,7 +16,7 @@ from controlplane.models import AllocationGpu, Job, Node
 from controlplane.services import transitions
 from controlplane.services.jobs import SubmitRequest, submit
 from tests.controlplane.loop_fixtures import bind
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -42,15 +42,14 @@ def test_researcher_requeues_a_failed_job_from_its_page(session: Any) -> None:  
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
 
     page.fill("#requeue-reason-input", "fixed the loader")
-    button.click()
+    alice.act(button)
 
     expect(page.locator("#action-result")).to_have_text(
-        f"Job {job.pk} had failed (exit 4) and is back in the queue with the same id; its earlier runs are kept.",
-        timeout=LIVE_TIMEOUT_MS)
+        f"Job {job.pk} had failed (exit 4) and is back in the queue with the same id; its earlier runs are kept.")
     assert dialogs and dialogs[0].startswith(f"Requeue job {job.pk} (rerun-me)? It has ended (failed)")
-    page.evaluate("QM.poll()")
-    expect(page.locator("#job-state")).to_contain_text("Pending", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#preemption-notice h3")).to_have_text("Requeued on request", timeout=LIVE_TIMEOUT_MS)
+    page.evaluate("QM.poll()")  # (its promise awaited: the page is refreshed when it returns)
+    expect(page.locator("#job-state")).to_contain_text("Pending")
+    expect(page.locator("#preemption-notice h3")).to_have_text("Requeued on request")
     expect(page.locator("#preemption-notice")).to_contain_text("Requeued by alice: fixed the loader after it failed")
     expect(page.locator("table.events")).to_contain_text("Job failed with exit code 4")
     job.refresh_from_db()
