@@ -174,7 +174,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
     # 7. explain what is left
     pending = explain(ctx, queue)
     by_reason = Counter(map(attrgetter("reason"), pending))
-    fleet = fleet_figures(ctx, by_reason, _classes_whole_node_jobs_wait_for(ctx, queue))
+    fleet = fleet_figures(ctx, by_reason, queue)
     ctx.timed("explain", mark)
 
     return Plan(
@@ -488,33 +488,6 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
             outcome = outcome._replace(elsewhere=elsewhere)
     ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
     _settle(ctx, spec, outcome)
-
-
-def _classes_whole_node_jobs_wait_for(ctx: CycleContext, queue: Sequence[JobSpec]) -> frozenset[int]:
-    """The node classes some waiting job that needs whole nodes could use, over every GPU type
-    it accepts: free GPUs on a partly used node of another class (another GPU type, too little
-    memory) strand nothing."""
-    outcomes = ctx.outcomes
-    state = ctx.state
-    # only classes with a node some holder uses can strand GPUs: stop once all are found
-    held = {state.node_class[n] for n, node in enumerate(state.nodes) if state.free_gpus[n] < node.gpus}
-    classes: set[int] = set()
-    # jobs of one team and gang share their outcome and their options: one shape per outcome
-    seen: set[int] = set()
-    for spec in queue:
-        outcome = outcomes.get(spec.id)
-        if outcome is None or not outcome.needs_whole_node or not outcome.resolvable \
-                or id(outcome) in seen:
-            continue
-        seen.add(id(outcome))
-        if len(spec.gpu_types) == 1:
-            classes.update(outcome.classes)  # its one option's classes
-        else:
-            for option in shape_of(ctx, spec).options:
-                classes.update(ctx.placer.union(option.member_classes))
-        if held <= classes:
-            break
-    return frozenset(classes)
 
 
 class _Misses:

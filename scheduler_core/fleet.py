@@ -1,10 +1,12 @@
 """Fleet figures for the dashboards (issue #3 item 10), counted after the plan's binds.
 
 * ``stranded_gpus`` (seed 000): idle GPUs on partially used ready nodes, while some job that
-  needs at least one whole node waits and could use that node (its GPU type and memory);
-  zero when no such job waits. Idle includes the GPUs held for a waiting job's reservation or
-  nomination: they run nothing, as the fragmentation API, the simulator and the seed count
-  them; ``reserved_gpus`` says how many of the idle GPUs are so held.
+  needs at least one whole node waits and could use that node; zero when no such job waits.
+  The rule is :mod:`scheduler_core.stranded`'s, which the fragmentation API counts by too; the
+  cycle reads its node classes and its waiting jobs' gangs into it. Idle includes the GPUs held
+  for a waiting job's reservation or nomination: they run nothing, as the fragmentation API,
+  the simulator and the seed count them; ``reserved_gpus`` says how many of the idle GPUs are
+  so held.
 * Idle GPUs on a node inside a maintenance window count as unavailable, like a node that is
   not ready.
 * ``largest_free_block_by_pool``: most idle GPUs on one ready node, per pool (held ones
@@ -16,18 +18,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 from scheduler_core.context import CycleContext
+from scheduler_core.job_shape import shape_of
 from scheduler_core.state import HOLD, JOB
-from scheduler_core.types import FleetFigures
+from scheduler_core.stranded import NodeUse, WaitingJob, WaitingMember, stranded
+from scheduler_core.types import FleetFigures, JobSpec
+
+_new_tuple = tuple.__new__
 
 
 def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
-                  whole_node_classes: frozenset[int]) -> FleetFigures:
-    """``whole_node_classes``: the node classes some waiting whole-node job could use."""
+                  queue: Sequence[JobSpec]) -> FleetFigures:
+    """``queue``: the cycle's queue, in order (its waiting jobs strand GPUs)."""
     state = ctx.state
     held_on, other_on, borrowed = _holdings(ctx)
-    total = allocated = free = reserved = unavailable = stranded = 0
+    total = allocated = free = reserved = unavailable = 0
     largest: dict[str, int] = {}
+    uses: list[NodeUse[int]] = []
     free_gpus = state.free_gpus
     ready = state.ready
     node_class = state.node_class
@@ -51,8 +60,9 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
             largest[node.pool] = unused
         elif node.pool not in largest:
             largest[node.pool] = 0
-        if on_node > 0 and node_class[n] in whole_node_classes:
-            stranded += unused
+        if on_node > 0 and unused > 0:
+            # only a partly used node can strand GPUs: the others are not handed to the rule
+            uses.append(_new_tuple(NodeUse, (node.pool, node_class[n], on_node, unused, True)))
     now = ctx.snapshot.now
     slowdowns = []
     for j in ctx.running.values():
@@ -62,7 +72,8 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
         total_gpus=total,
         allocated_gpus=allocated,
         free_gpus=free,
-        stranded_gpus=stranded,
+        stranded_gpus=stranded(uses, {nc.id: nc.gpus for nc in state.classes}, _waiting_jobs(ctx, queue),
+                               count_waiting=False).gpus,
         largest_free_block_by_pool=dict(sorted(largest.items())),
         dominant_share_by_team=dict(sorted(ctx.shares.items())),
         pending_by_reason=dict(sorted(pending_by_reason.items())),
@@ -71,6 +82,33 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
         borrowed_gpus=borrowed,
         mean_slowdown=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
     )
+
+
+def _waiting_jobs(ctx: CycleContext, queue: Sequence[JobSpec]) -> Iterator[WaitingJob[int]]:
+    """The queue's jobs in line, read lazily (the rule stops reading once every node class that
+    could strand GPUs is wanted), one per gang: each member of its smallest gang with the node
+    classes it may run on, under every GPU type the job accepts. (Until 7 Dec the cycle took
+    admission's ``JobShape.needs_whole``, judged on the job's preferred GPU type alone: a job of
+    4 GPUs per node accepting any type, A100 nodes of 8 preferred, stranded nothing beside an
+    H100 node of 4 it would fill, while the live figures counted.)"""
+    outcomes = ctx.outcomes
+    seen: set[int] = set()
+    # jobs of one team and gang usually share their outcome: one look at its shape
+    seen_outcomes: set[int] = set()
+    for spec in queue:
+        outcome = outcomes.get(spec.id)
+        if outcome is None or not outcome.resolvable or id(outcome) in seen_outcomes:
+            continue
+        seen_outcomes.add(id(outcome))
+        shape = shape_of(ctx, spec)
+        # (a shape with no ready node has no gang number: its own stands for it)
+        gang = shape.gang if shape.gang >= 0 else -1 - shape.number
+        if gang in seen:
+            continue
+        seen.add(gang)
+        members = {(m.gpus, classes) for option in shape.options
+                   for m, classes in zip(shape.smallest.members, option.member_classes, strict=True)}
+        yield WaitingJob(tuple(WaitingMember(gpus, frozenset(classes)) for gpus, classes in members))
 
 
 def _holdings(ctx: CycleContext) -> tuple[list[int], list[int], int]:

@@ -1,5 +1,8 @@
 """Queue depth and fragmentation, read from what is stored: the jobs' last explanations
-(pending_code, written by each cycle) and the live allocations' GPUs.
+(pending_code, written by each cycle) and the live allocations' GPUs. The stranded GPUs are
+counted by the engine's own rule (scheduler_core/stranded.py, which the cycle's fleet figures
+count by too): this module only reads the nodes and the waiting jobs into it and presents what
+it finds.
 
 Counts only: nothing here names a job, so every signed-in user may read them (a member sees
 other teams' work only as these anonymous numbers).
@@ -7,19 +10,20 @@ other teams' work only as these anonymous numbers).
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
-from controlplane.choices import JobState, NodeState
+from controlplane.choices import JobState, NodeState, Topology
 from controlplane.models import AllocationGpu, FleetSample, Job, JobDependency, Node, SchedulerLease
 from controlplane.services import dependencies, maintenance
+from scheduler_core.stranded import NodeKind, NodeUse, WaitingJob, WaitingShape, members_of, stranded
 from scheduler_core.types import ReasonCode
 
 
@@ -101,15 +105,6 @@ class PoolFragmentation:
     node_size: int = 0
 
 
-class _NodeKind(NamedTuple):
-    """What decides whether a waiting job can use a node (the engine's node class, as far as
-    fragmentation needs it): its GPU type, their memory, and how many."""
-
-    gpu_type: str
-    gpu_memory_gb: int
-    gpus: int
-
-
 @dataclass
 class FragmentationFigures:
     total_gpus: int
@@ -181,30 +176,24 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
     1. Per pool: free GPUs on nodes that take work, the largest free block, whole free nodes. A
        node that takes no work (not ready, or ready inside a maintenance window now) has its
        idle GPUs unavailable, not free.
-    2. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
-       counted only while a pending job that needs whole nodes of that pool waits. Free here is
-       idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
-       reservation count, as the cycle's stranded GPUs and largest free block count them
-       (scheduler_core/fleet.py; docs/dashboards.md). Node by node, as the cycle counts them
-       (by node class, not by pool: a pool may hold nodes of several GPU types and sizes): a
-       job needs whole nodes when its GPUs per node (or its size, when it leaves that to the
-       scheduler) reach the GPUs of a node it accepts (GPU type and memory), and then strands
-       the idle GPUs of every partly used node it accepts that is at least that size (or the
-       largest it accepts). Until 7 Dec the pool's first node's type, memory and the pool's
-       largest node stood for all its nodes, and a pool of two GPU types stranded other GPUs
-       live than in the cycle's figures.
+    2. Stranded GPUs, and per pool the waiting jobs that need whole nodes of a kind it holds:
+       counted by the cycle's own rule (scheduler_core/stranded.py), from the nodes (free here
+       is idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
+       reservation count, as the cycle counts them) and the waiting jobs read by shape, each
+       cut into its gang as the cycle cuts it (`stranded.members_of`). Until 7 Dec this
+       module counted them by a rule of its own, which judged a job by its GPUs per node
+       alone (not its gang's members, nor an elastic job's smallest size): a job of 6 GPUs
+       beside nodes of 4 and of 8 stranded the 8-GPU nodes' idle GPUs here and nothing in the
+       cycle's figures.
     """
     pools: dict[str, PoolFragmentation] = {}
-    # The kinds of node (GPU type, memory, GPUs) each pool holds, and per kind the idle GPUs of
-    # its partly used nodes that take work: what a job waiting for whole nodes of that kind strands.
-    kinds: dict[str, set[_NodeKind]] = defaultdict(set)
-    partial_free: dict[tuple[str, _NodeKind], int] = defaultdict(int)
+    uses: list[NodeUse[NodeKind]] = []
     for node in nodes:
         pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type))
-        kind = _NodeKind(node.gpu_type, node.gpu_memory_gb, node.gpus)
-        kinds[node.pool].add(kind)
         used = min(node.used, node.gpus)
         free = node.gpus - used
+        uses.append(NodeUse(node.pool, NodeKind(node.gpu_type, node.gpu_memory_gb, node.gpus), used, free,
+                            node.takes_work))
         pool.nodes += 1
         pool.total_gpus += node.gpus
         pool.allocated_gpus += used
@@ -218,52 +207,49 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
             pool.whole_free_nodes += 1
         elif free > 0:
             pool.partially_used_nodes += 1
-            partial_free[(node.pool, kind)] += free
 
+    kinds = {use.kind for use in uses}
     for name, pool in pools.items():
         # A pool of several GPU types names them all (the API's and qm sinfo's GPU type): it named
         # its first node's alone.
-        pool.gpu_type = ", ".join(sorted({k.gpu_type for k in kinds[name]}))
-    if pools:
-        smallest = min(k.gpus for pool_kinds in kinds.values() for k in pool_kinds)
-        # Only jobs in line, as the engine counts them (scheduler_core/eligibility.py): a held
-        # job or one waiting for a dependency takes no place in the queue and strands nothing;
-        # nor does one the last cycle found can never run (`pending_resolvable`). Jobs without
-        # dependencies are counted by shape (one grouped query, whatever the queue); those with
-        # some (few) are asked whether they still wait (`dependencies.waits`, one more query).
-        big = (Job.objects.filter(state=JobState.PENDING, hold="", pending_resolvable=True)
-               .filter(Q(gpus_per_node__gte=smallest) | Q(gpus_per_node__isnull=True, gpus__gte=smallest))
-               .annotate(linked=Exists(JobDependency.objects.filter(job=OuterRef("pk")))))
-        shape = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb")
-        big_jobs: list[dict[str, Any]] = list(
-            big.filter(linked=False, singleton=False).values(*shape).annotate(n=Count("id")).order_by())
-        linked = list(big.filter(Q(linked=True) | Q(singleton=True)).values("id", *shape).order_by())
-        if linked:
-            blocked = dependencies.waits([row["id"] for row in linked])
-            big_jobs += [{**row, "n": 1} for row in linked if row["id"] not in blocked]
-        every_kind = {k for pool_kinds in kinds.values() for k in pool_kinds}
-        waiting: dict[str, int] = defaultdict(int)
-        wanted: set[_NodeKind] = set()
-        for row in big_jobs:
-            per_node = row["gpus_per_node"] or row["gpus"]
-            types = row["gpu_types"] or []
-            accepted = {k for k in every_kind
-                        if (not types or k.gpu_type in types) and k.gpu_memory_gb >= row["min_gpu_memory_gb"]}
-            if not any(per_node >= k.gpus for k in accepted):
-                continue  # every node it accepts has room beside it: it needs no whole node
-            # the nodes a member of it fits on (a job larger than any node it accepts is split
-            # across the largest)
-            fits = min(per_node, max(k.gpus for k in accepted))
-            uses = {k for k in accepted if k.gpus >= fits}
-            wanted |= uses
-            for name, pool_kinds in kinds.items():
-                if pool_kinds & uses:
-                    waiting[name] += row["n"]
-        for pool in pools.values():
-            pool.waiting_whole_node_jobs = waiting.get(pool.pool, 0)
-            pool.stranded_gpus = sum(free for (name, kind), free in partial_free.items()
-                                     if name == pool.pool and kind in wanted)
+        pool.gpu_type = ", ".join(sorted({use.kind.gpu_type for use in uses if use.pool == name}))
+    if not pools:
+        return []
+    figures = stranded(uses, {k: k.gpus for k in kinds}, _waiting_jobs(kinds))
+    waiting = figures.waiting_by_pool or {}
+    for pool in pools.values():
+        pool.waiting_whole_node_jobs = waiting.get(pool.pool, 0)
+        pool.stranded_gpus = figures.gpus_by_pool.get(pool.pool, 0)
     return [pools[name] for name in sorted(pools)]
+
+
+def _waiting_jobs(kinds: set[NodeKind]) -> list[WaitingJob[NodeKind]]:
+    """The waiting jobs in line that might need whole nodes, by shape, each as its gang's
+    members with the kinds of node among ``kinds`` each may run on.
+
+    Only jobs in line, as the engine counts them (scheduler_core/eligibility.py): a held job or
+    one waiting for a dependency takes no place in the queue and strands nothing; nor does one
+    the last cycle found can never run (`pending_resolvable`). A job smaller than the smallest
+    node has no member that fills one. Jobs without dependencies are counted by shape (one
+    grouped query, whatever the queue); those with some (few) are asked whether they still
+    wait (`dependencies.waits`, one more query)."""
+    smallest = min(k.gpus for k in kinds)
+    big = (Job.objects.filter(state=JobState.PENDING, hold="", pending_resolvable=True, gpus__gte=smallest)
+           .annotate(linked=Exists(JobDependency.objects.filter(job=OuterRef("pk")))))
+    shape = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "topology", "min_gpus", "max_gpus")
+    rows: list[dict[str, Any]] = list(
+        big.filter(linked=False, singleton=False).values(*shape).annotate(n=Count("id")).order_by())
+    linked = list(big.filter(Q(linked=True) | Q(singleton=True)).values("id", *shape).order_by())
+    if linked:
+        blocked = dependencies.waits([row["id"] for row in linked])
+        rows += [{**row, "n": 1} for row in linked if row["id"] not in blocked]
+    return [
+        WaitingJob(members_of(WaitingShape(
+            gpus=row["gpus"], gpus_per_node=row["gpus_per_node"], gpu_types=tuple(row["gpu_types"] or ()),
+            min_gpu_memory_gb=row["min_gpu_memory_gb"], same_node=row["topology"] == Topology.SAME_NODE,
+            min_gpus=row["min_gpus"], max_gpus=row["max_gpus"]), kinds), row["n"])
+        for row in rows
+    ]
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -99,3 +99,18 @@ def test_mean_slowdown_of_running_jobs():
         .plan()
     )
     assert plan.fleet.mean_slowdown == pytest.approx(1.5)
+
+
+def test_an_array_task_at_its_task_limit_waiting_for_whole_nodes_strands_gpus():
+    """A task of an array at its task limit keeps its place in the queue: it is in line, as the
+    live figures count it. Until 7 Dec its explanation (JobArrayTaskLimit) did not say it needs
+    whole nodes, and the cycle counted nothing stranded for it."""
+    plan = (
+        make_cluster().nodes(2).at(600)
+        .running(make_running(make_job("t0").gpus(8).per_node(8).array("arr", 1)).whole("n0").started(0),
+                 make_running(make_job("small").gpus(3)).on("n1", 0, 1, 2).started(0))
+        .pending(make_job("t1").gpus(8).per_node(8).array("arr", 1))
+        .plan(SchedulerConfig(backfill=False))
+    )
+    assert [p.code.value for p in plan.pending] == ["JobArrayTaskLimit"]
+    assert plan.fleet.stranded_gpus == 5

@@ -1,0 +1,167 @@
+"""Stranded GPUs: the one home of the rule (issue #3 item 10, seed 000). The cycle's fleet
+figures (:mod:`scheduler_core.fleet`, and through them the simulator and the fleet samples) and
+the live fragmentation figures (``controlplane/services/fleet_figures.fragmentation_of``: the
+API, /metrics, qm sinfo and the pages) both count them here; each only reads its nodes and
+waiting jobs into the values below.
+
+The rule:
+
+* A waiting job (in line: not held, not waiting for a dependency, not one that can never run)
+  *needs whole nodes* when some member of its gang asks at least the GPUs of a kind of node
+  that member may run on.
+* Such a job *strands* the idle GPUs of every partly used node that takes work (ready, in no
+  maintenance window now) of a kind some member of it may run on. Idle GPUs run nothing: GPUs
+  held for a waiting job's reservation or nomination count.
+* Nothing is stranded while no such job waits; a partly used node of a kind no such job may
+  use (another GPU type, too little memory, too few GPUs) strands nothing.
+
+Who reads a job says which kinds its members may run on: the cycle by its node classes (GPU
+type and memory, and the CPUs and memory its members ask), the live figures by GPU type,
+memory and GPUs (:func:`members_of`, the gang cut as the cycle cuts it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar
+
+from scheduler_core.gang import demand_for, elastic_sizes, node_size_for
+from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
+
+K = TypeVar("K", bound=Hashable)
+
+
+class NodeUse(NamedTuple, Generic[K]):
+    """One node: its pool, its kind (the cycle's node class; the live figures' :class:`NodeKind`),
+    its GPUs running work, those running nothing, and whether it takes work now. (A named tuple,
+    not a dataclass: the cycle hands over hundreds of nodes each cycle, and a tuple is built in
+    C.)"""
+
+    pool: str
+    kind: K
+    used: int
+    idle: int
+    takes_work: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKind:
+    """What decides, for the live figures, whether a member may run on a node: its GPU type,
+    their memory, and how many."""
+
+    gpu_type: str
+    gpu_memory_gb: int
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingMember(Generic[K]):
+    """One member of a waiting job's gang: its GPUs and the kinds of node it may run on."""
+
+    gpus: int
+    runs_on: frozenset[K]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingJob(Generic[K]):
+    """A waiting job in line, as its distinct members; ``jobs``: how many waiting jobs it stands
+    for (the live figures count jobs of one shape together)."""
+
+    members: tuple[WaitingMember[K], ...]
+    jobs: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """The idle GPUs stranded, in all and per pool, and per pool how many waiting jobs need
+    whole nodes of a kind it holds."""
+
+    gpus: int
+    gpus_by_pool: Mapping[str, int]
+    waiting_by_pool: Mapping[str, int] | None
+
+
+def stranded(nodes: Iterable[NodeUse[K]], kind_gpus: Mapping[K, int], waiting: Iterable[WaitingJob[K]], *,
+             count_waiting: bool = True) -> Stranded:
+    """The GPUs stranded on ``nodes`` by the ``waiting`` jobs (the module's rule); ``kind_gpus``:
+    the GPUs of a node of each kind (every kind a waiting member may run on).
+
+    ``nodes`` may leave out nodes that strand nothing whatever waits (not partly used, or
+    taking no work): the cycle hands over only the others, a few hundred of a fleet's
+    thousands. The waiting jobs per pool are counted over the pools of the nodes handed over;
+    without ``count_waiting`` they are not counted (``None``), and ``waiting`` is read only
+    until every kind with a partly used node is wanted: the cycle's queue is long, and its
+    first few whole-node jobs usually decide."""
+    kinds_of_pool: dict[str, set[K]] = {}
+    # per (pool, kind), the idle GPUs of its partly used nodes that take work
+    partial: dict[tuple[str, K], int] = {}
+    for pool, kind, used, idle, takes_work in nodes:
+        key = (pool, kind)
+        if takes_work and used > 0 and idle > 0:
+            partial[key] = partial.get(key, 0) + idle
+        elif key not in partial:
+            partial[key] = 0
+    for pool, kind in partial:
+        kinds_of_pool.setdefault(pool, set()).add(kind)
+    strandable = {kind for (_, kind), idle in partial.items() if idle}
+    wanted: set[K] = set()
+    waiting_by_pool = dict.fromkeys(kinds_of_pool, 0)
+    for job in waiting:
+        if not count_waiting and strandable <= wanted:
+            break
+        if not any(m.gpus >= kind_gpus[k] for m in job.members for k in m.runs_on):
+            continue  # every node each member may run on has room beside it
+        uses = {k for m in job.members for k in m.runs_on}
+        wanted |= uses
+        if not count_waiting:
+            continue
+        for pool, pool_kinds in kinds_of_pool.items():
+            if not pool_kinds.isdisjoint(uses):
+                waiting_by_pool[pool] += job.jobs
+    by_pool = dict.fromkeys(kinds_of_pool, 0)
+    for (pool, kind), idle in partial.items():
+        if kind in wanted:
+            by_pool[pool] += idle
+    return Stranded(sum(by_pool.values()), by_pool, waiting_by_pool if count_waiting else None)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingShape:
+    """A waiting request as the live figures read it from its row: what cuts it into a gang and
+    what node it accepts. (Roles are not read: a heterogeneous gang counts as one of ``gpus``.)"""
+
+    gpus: int
+    gpus_per_node: int | None = None
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_gb: int = 0
+    same_node: bool = False
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+
+
+def members_of(shape: WaitingShape, kinds: Iterable[NodeKind]) -> tuple[WaitingMember[NodeKind], ...]:
+    """The distinct members of ``shape``'s smallest gang, cut as the cycle cuts it
+    (:func:`.gang.demand_for`: ``gpus_per_node`` each, else whole nodes of the largest node it
+    accepts, a smaller remainder member last), each with the kinds among ``kinds`` it may run on
+    (its GPU type and memory accepted, at least its GPUs)."""
+    kinds = tuple(kinds)
+    spec = JobSpec(
+        id="", team="", priority_class="", gpus=shape.gpus, submitted_at=0.0,
+        gpus_per_node=shape.gpus_per_node, gpu_types=shape.gpu_types,
+        min_gpu_memory_gb=shape.min_gpu_memory_gb,
+        topology=TopologyConstraint.SAME_NODE if shape.same_node else TopologyConstraint.ANY,
+        min_gpus=shape.min_gpus, max_gpus=shape.max_gpus,
+    )
+    types = {k.gpu_type: GpuTypeInfo(k.gpu_type, k.gpu_memory_gb) for k in kinds}
+    sizes: dict[str, int] = {}
+    for k in kinds:
+        sizes[k.gpu_type] = max(sizes.get(k.gpu_type, 0), k.gpus)
+    gang = demand_for(spec, elastic_sizes(spec)[-1], node_size_for(spec, sizes, types))
+    members: dict[int, WaitingMember[NodeKind]] = {}
+    for m in gang.members:
+        if m.gpus not in members:
+            members[m.gpus] = WaitingMember(m.gpus, frozenset(
+                k for k in kinds
+                if k.gpus >= m.gpus and m.accepts_type(GpuTypeInfo(k.gpu_type, k.gpu_memory_gb))))
+    return tuple(members.values())
