@@ -10,7 +10,7 @@ other teams' work only as these anonymous numbers).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -209,10 +209,13 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
             pool.partially_used_nodes += 1
 
     kinds = {use.kind for use in uses}
+    types_of_pool: dict[str, set[str]] = defaultdict(set)
+    for use in uses:
+        types_of_pool[use.pool].add(use.kind.gpu_type)
     for name, pool in pools.items():
         # A pool of several GPU types names them all (the API's and qm sinfo's GPU type): it named
         # its first node's alone.
-        pool.gpu_type = ", ".join(sorted({use.kind.gpu_type for use in uses if use.pool == name}))
+        pool.gpu_type = ", ".join(sorted(types_of_pool[name]))
     if not pools:
         return []
     figures = stranded(uses, {k: k.gpus for k in kinds}, _waiting_jobs(kinds))
