@@ -136,7 +136,7 @@ def workbook(table_title: str, header: Sequence[str], rows: Iterable[Sequence[Ce
 _CELL_CHARS = 32767
 _XML_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _ROWS_A_WRITE = 1000
-_CELLS_REMEMBERED = 50_000
+_CELLS_REMEMBERED = 4096
 
 
 class _SheetRows:
