@@ -159,6 +159,15 @@ class TextFilter(filters.CharFilter):
         return super().field  # type: ignore[no-any-return]
 
 
+def text_filter_lengths(filterset_class: type[filters.FilterSet]) -> dict[str, int]:
+    """Each text filter of `filterset_class` by its parameter, and the longest value it takes
+    (TextFilter.longest): what the schema says (`maxLength`) and a page's input stops at
+    (`maxlength`), read where the server reads it, so the limit has one home."""
+    # a filterset gives its filters their model, which their columns are read from
+    filterset = filterset_class(queryset=filterset_class._meta.model.objects.none())
+    return {name: text.longest()[0] for name, text in filterset.filters.items() if isinstance(text, TextFilter)}
+
+
 class InstantField(forms.Field):
     """A time query parameter, read by the API's one rule for instants (services/instants): an
     RFC 3339 instant with its zone, in UTC before it reaches the database (PostgreSQL refuses

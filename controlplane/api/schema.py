@@ -13,7 +13,7 @@ from drf_spectacular.plumbing import force_instance
 from rest_framework import serializers
 
 from controlplane.api.serializers.fields import PutReplacesWholeMixin, WholeNumberField
-from controlplane.filtersets import TextFilter
+from controlplane.filtersets import text_filter_lengths
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -71,12 +71,10 @@ class QuartermasterAutoSchema(AutoSchema):
         filterset_class = getattr(self.view, "filterset_class", None)
         if filterset_class is None or not parameters:
             return parameters
-        # a filterset gives its filters their model, which their columns are read from
-        filters = filterset_class(queryset=filterset_class._meta.model.objects.none()).filters
+        lengths = text_filter_lengths(filterset_class)
         for parameter in parameters:
-            text = filters.get(parameter["name"])
-            if isinstance(text, TextFilter) and parameter["schema"].get("type") == "string":
-                parameter["schema"]["maxLength"] = text.longest()[0]
+            if parameter["name"] in lengths and parameter["schema"].get("type") == "string":
+                parameter["schema"]["maxLength"] = lengths[parameter["name"]]
         return parameters
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
