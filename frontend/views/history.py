@@ -19,7 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from controlplane.filtersets import JobHistoryFilterSet
+from controlplane.filtersets import JobHistoryFilterSet, text_filter_lengths
 from controlplane.models import Job
 from controlplane.services import access, closed_history, excel_workbook, job_history
 from frontend.page_filters import PAGE_PARAMETERS, filtered
@@ -46,6 +46,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "query": query.urlencode(),
         "states": [(state.value, state.label) for state in job_history.ENDED_STATES],
         "chosen_states": request.GET.getlist("state"),
+        "filter_lengths": text_filter_lengths(JobHistoryFilterSet),  # each text filter's maxlength: the server's
         "visible_teams": list(access.member_teams(request.user).order_by("name").values_list("name", flat=True)),
         "may_submit": access.may_submit(request.user),
     }

@@ -33,7 +33,7 @@ from controlplane.api.serializers.job_requests import JobArraySubmitSerializer, 
 from controlplane.api.serializers.jobs import attach_gpus_held, gpus_held_expression
 from controlplane.api.views.jobs import cancel_refusal, stop_notice
 from controlplane.choices import FINISHED_JOB_STATES, JobHold, JobState, Topology, WorkloadClass
-from controlplane.filtersets import JobFilterSet, refusals
+from controlplane.filtersets import JobFilterSet, refusals, text_filter_lengths
 from controlplane.models import AllocationGpu, Event, GpuType, Job, Project
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import (
@@ -189,6 +189,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "page": "jobs",
         "jobs": page,
         "filters": filterset.form,
+        "filter_lengths": text_filter_lengths(JobFilterSet),  # each text filter's maxlength: the server's
         "filter_errors": ({name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
                           if filterset.is_bound else {}),
         "query": query.urlencode(),
