@@ -25,12 +25,24 @@ def verb(count: int, singular: str, plural: str) -> str:
 
 
 def duration(seconds: float) -> str:
-    """A span as a person says it: seconds below two minutes, minutes below two hours, then hours."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
+    """A span as a person says it: seconds below two minutes, minutes below two hours, then hours
+    to a tenth. The unit is the one the rounded figure stays below the next in: 1 h 59 min 40 s
+    is "2.0 h" and 119.6 s "2 min" (they were "120 min" and "120 s", where the pages said "2.0 h")."""
+    if round(seconds) < 120:
+        return f"{round(seconds)} s"
+    if round(seconds / 60) < 120:
+        return f"{round(seconds / 60)} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def distance(seconds: float) -> str:
+    """How far off a time is, as the pages and qm say it (``controlplane.services.distance_text``
+    is this function): ``duration``, with days to a tenth from three days on ("3.5 days", not
+    "84.0 h"); a distance below zero is none. The engine's own sentences keep ``duration``."""
+    seconds = max(0.0, float(seconds))
+    if round(seconds / 3600, 1) < 72:
+        return duration(seconds)
+    return f"{seconds / 86400:.1f} days"
 
 
 def span_words(seconds: float) -> str:

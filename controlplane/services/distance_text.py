@@ -4,10 +4,11 @@ template filters) and as `qm` says it (`output.human_distance`, `output.ago`: `q
 `qm explain`'s latest and likely start and first ETA, `qm status`'s last checkpoint). `qm` imports
 no Django, and neither does this module.
 
-The rule is the engine's sentences' (`scheduler_core.sentences.duration`: "42 s", "10 min",
-"2.5 h"), whose words the events and `qm explain`'s reasons carry, with days from three days on
-("3.5 days", where the engine would say "84.0 h"), and each figure in the unit it rounds to below
-the next ("2.0 h" of 1 h 59 min 40 s, where the engine says "120 min"). Until 7 Dec qm said its own: "3h ago" beside the
+The rule is the engine's (`scheduler_core.sentences.distance`, its one home): the words of its
+sentences' `duration` ("42 s", "10 min", "2.5 h"), which the events and `qm explain`'s reasons
+carry, with days from three days on ("3.5 days", where the engine's sentences say "84.0 h"), and
+each figure in the unit it rounds to below the next ("2.0 h" of 1 h 59 min 40 s; until 7 Dec the
+engine said "120 min" of it while the pages said "2.0 h"). Until 7 Dec qm said its own: "3h ago" beside the
 job page's "3.0 h ago", "2h29m" beside "2.5 h", "10m" beside "10 min".
 
 A span a person set (a runtime limit) is said exactly instead (span_text); a table's elapsed
@@ -17,17 +18,8 @@ squeue TIME is, to keep the column narrow.
 
 from __future__ import annotations
 
+from scheduler_core.sentences import distance
 
-def distance_words(seconds: float) -> str:
-    """`seconds` (none below zero: a negative distance is said as none) as the pages and qm say
-    it: seconds below two minutes, minutes below two hours, hours to a tenth below three days,
-    then days to a tenth. The unit is the one the rounded figure is below the next unit in: 1 h
-    59 min 40 s is "2.0 h", not "120 min" (the page said "120 min" of it, and "120 s" of 119.6 s)."""
-    seconds = max(0.0, float(seconds))
-    if round(seconds) < 120:
-        return f"{round(seconds)} s"
-    if round(seconds / 60) < 120:
-        return f"{round(seconds / 60)} min"
-    if round(seconds / 3600, 1) < 72:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
+#: The engine's rule, one home (scheduler_core.sentences.distance): the engine cannot import the
+#: control plane, so the words live there and the pages and qm say them through this name.
+distance_words = distance

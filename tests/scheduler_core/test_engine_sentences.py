@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.sentences import counted, duration, gpu_hours, verb
+from scheduler_core.sentences import counted, distance, duration, gpu_hours, verb
 from scheduler_core.types import ReasonCode, SchedulerConfig
 from tests.scheduler_core.engine_builders import make_cluster, make_job, make_running, why
 
@@ -26,6 +26,20 @@ def test_verb_agrees_with_its_number() -> None:
                                           (7200, "2.0 h"), (9000, "2.5 h")])
 def test_duration_is_said_as_a_person_says_it(seconds: float, said: str) -> None:
     assert duration(seconds) == said
+
+
+@pytest.mark.parametrize("seconds,said", [(119.4, "119 s"), (119.6, "2 min"), (7169, "119 min"), (7170, "2.0 h"),
+                                          (7199, "2.0 h"), (7200, "2.0 h")])
+def test_a_duration_rounding_up_into_the_next_unit_is_said_in_that_unit(seconds: float, said: str) -> None:
+    """1 h 59 min 30 s rounds to 120 min: it is "2.0 h", as the pages and qm say it (the engine
+    said "120 min", and "120 s" of 119.6 s)."""
+    assert duration(seconds) == said
+
+
+@pytest.mark.parametrize("seconds,said", [(-5, "0 s"), (7170, "2.0 h"), (71.9 * 3600, "71.9 h"),
+                                          (71.97 * 3600, "3.0 days"), (84 * 3600, "3.5 days")])
+def test_a_distance_is_the_duration_with_days_from_three_days_on(seconds: float, said: str) -> None:
+    assert distance(seconds) == said
 
 
 def test_a_one_gpu_job_short_of_gpus_is_told_in_the_singular() -> None:
