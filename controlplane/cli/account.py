@@ -11,20 +11,29 @@ from collections.abc import Callable
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, ApiError, CliError, config_path, load_config, save_config, server_url
+from controlplane.cli.client import (
+    Api,
+    ApiError,
+    CliError,
+    UsageError,
+    config_path,
+    load_config,
+    save_config,
+    server_url,
+)
 
 
 def cmd_login(api: Api, args: argparse.Namespace) -> int:
     if args.password_stdin and not args.username:
         # Standard input is the password's: the prompt for a user name read the password as the
         # user name and then sent an empty password ("password: This field may not be blank").
-        raise CliError("--password-stdin reads the password from standard input: give the user name with "
+        raise UsageError("--password-stdin reads the password from standard input: give the user name with "
                        "--username (qm login --username NAME --password-stdin < pw.txt)")
     username = args.username or _ask("Username: ", input, "give it with --username")
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
         if not password:
-            raise CliError("--password-stdin: standard input gave no password (an empty first line, or none)")
+            raise UsageError("--password-stdin: standard input gave no password (an empty first line, or none)")
     else:
         password = os.environ.get("QM_PASSWORD") or _ask(
             "Password: ", getpass.getpass, "give it with --password-stdin or $QM_PASSWORD")
@@ -72,7 +81,7 @@ def _ask(prompt: str, read: Callable[[str], str], instead: str) -> str:
     except EOFError:
         print(file=sys.stderr)  # end the prompt's line
         what = prompt.rstrip(": ").lower()
-        raise CliError(f"no {what}: standard input ended before one was typed; {instead}") from None
+        raise UsageError(f"no {what}: standard input ended before one was typed; {instead}") from None
 
 
 def cmd_logout(api: Api, args: argparse.Namespace) -> int:

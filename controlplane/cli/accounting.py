@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from controlplane.cli import account, output
-from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, UsageError
 from controlplane.cli.jobs.states import states_given
 from controlplane.services.history_text import gpus_held_text
 from scheduler_core.sentences import counted, gpu_hours
@@ -52,7 +52,7 @@ def _when(text: str, flag: str, now: datetime) -> datetime:
     try:
         return output.parse_when(text, now)
     except ValueError as exc:
-        raise CliError(f"{flag}: {exc}") from exc
+        raise UsageError(f"{flag}: {exc}") from exc
 
 
 def _history_window(args: argparse.Namespace, now: datetime) -> tuple[datetime, datetime]:
@@ -60,10 +60,10 @@ def _history_window(args: argparse.Namespace, now: datetime) -> tuple[datetime, 
     since = _when(args.since, "--since", now) if args.since else _when("today", "--since", now)
     until = _when(args.until, "--until", now) if args.until else now
     if until <= since and not args.until:
-        raise CliError(f"--since {output.utc_text(since.isoformat())} is not in the past (it is "
+        raise UsageError(f"--since {output.utc_text(since.isoformat())} is not in the past (it is "
                        f"{output.utc_text(now.isoformat())}): nothing can have ended since")
     if until <= since:
-        raise CliError(f"--until {output.utc_text(until.isoformat())} is not after --since "
+        raise UsageError(f"--until {output.utc_text(until.isoformat())} is not after --since "
                        f"{output.utc_text(since.isoformat())}: give a window that ends after it starts")
     return since, until
 
@@ -141,7 +141,7 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
     since, until = _history_window(args, now)
     fmt = "json" if args.json else args.format
     if args.xlsx is not None and (args.json or args.format != "table"):
-        raise CliError(f"give --xlsx FILE or --{'json' if args.json else 'format ' + args.format}, not both")
+        raise UsageError(f"give --xlsx FILE or --{'json' if args.json else 'format ' + args.format}, not both")
     params: dict[str, Any] = {
         "state": args.state or ENDED_STATES, "finished_after": since.isoformat(),
         "finished_before": until.isoformat(),
@@ -271,12 +271,12 @@ SHOWBACK_FLAGS = {"group_by": "by", "window": "window", "month": "month"}
 def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if args.csv and args.json:
         # It printed the CSV under --json, which a script then failed to read as JSON.
-        raise CliError("give --json (the API's JSON) or --csv (finance's CSV), not both")
+        raise UsageError("give --json (the API's JSON) or --csv (finance's CSV), not both")
     if args.xlsx is not None and (args.csv or args.json):
-        raise CliError(f"give --xlsx FILE or --{'csv' if args.csv else 'json'}, not both")
+        raise UsageError(f"give --xlsx FILE or --{'csv' if args.csv else 'json'}, not both")
     params: dict[str, Any] = {"group_by": args.by}
     if args.month is not None and not MONTH.match(args.month.strip()):
-        raise CliError(f"--month: '{output.visible(args.month)}' is not a month: use YYYY-MM, such as 2026-11")
+        raise UsageError(f"--month: '{output.visible(args.month)}' is not a month: use YYYY-MM, such as 2026-11")
     if args.month:
         params["month"] = args.month.strip()
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from controlplane.cli import output
-from controlplane.cli.client import CliError
+from controlplane.cli.client import UsageError
 
 #: sbatch reads `--time 30` as 30 minutes, and so does qm's `--time` (it read 30 seconds, and a
 #: Slurm user's job was killed at half a minute); other durations' bare numbers are seconds.
@@ -17,7 +17,7 @@ def duration(text: str, flag: str, bare: int = 1) -> int:
     try:
         return output.parse_duration(text, bare)
     except ValueError as exc:
-        raise CliError(f"{flag}: {exc}") from exc
+        raise UsageError(f"{flag}: {exc}") from exc
 
 
 def array_id(text: str) -> str:
@@ -25,7 +25,7 @@ def array_id(text: str) -> str:
     try:
         return str(uuid.UUID(text.strip()))
     except ValueError:
-        raise CliError(f"'{text}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+        raise UsageError(f"--array: '{text}' is not an array id (a UUID, as `qm submit --array` printed)") from None
 
 
 def job_id(text: str, array_flag: str | None = None, array_use: str = "") -> int:
@@ -38,10 +38,10 @@ def job_id(text: str, array_flag: str | None = None, array_use: str = "") -> int
         if _is_uuid(text):
             array = text.strip()
             if array_flag is not None:
-                raise CliError(f"'{text}' is a job array's id, not a job's: {array_flag} {array}")
-            raise CliError(f"'{text}' is a job array's id, not a job's: {array_use}"
+                raise UsageError(f"'{text}' is a job array's id, not a job's: {array_flag} {array}")
+            raise UsageError(f"'{text}' is a job array's id, not a job's: {array_use}"
                            f"qm list --array {array} lists its tasks, each with its job id")
-        raise CliError(f"'{text}' is not a job id (a number, as `qm list` shows)")
+        raise UsageError(f"'{text}' is not a job id (a number, as `qm list` shows)")
     return int(text)
 
 

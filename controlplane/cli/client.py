@@ -40,11 +40,22 @@ RETRY_STATUSES = {502, 503, 504}
 
 
 class CliError(Exception):
-    """Something to tell the user in one line; `exit_code` 1 for refusals, 2 for no server."""
+    """Something to tell the user in one line; `exit_code` 1 for the server's refusals and failures,
+    2 for no server (and for what qm refuses itself before asking: UsageError)."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class UsageError(CliError):
+    """What was typed (a flag's value, flags that do not go together, a job file, a missing
+    argument) refused by qm itself before any request: exit 2, as argparse exits for what it
+    refuses, so that a script tells a command typed wrong (2) from the server's refusal or a
+    failure (1). Until 7 Dec these exited 1 while argparse's own refusals exited 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
 
 
 class ApiError(CliError):

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import Api, CliError, UsageError
 from controlplane.cli.loop_state import loop_warning
 from scheduler_core.sentences import counted
 
@@ -70,18 +70,18 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
     NODE` does."""
     if args.action is not None:
         if args.action not in NODE_ACTIONS:
-            raise CliError(f"unknown node action '{args.action}': one of {', '.join(NODE_ACTIONS)} "
+            raise UsageError(f"unknown node action '{args.action}': one of {', '.join(NODE_ACTIONS)} "
                            "(e.g. `qm nodes retire NODE`)")
         if not args.node:
-            raise CliError(f"`qm nodes {args.action}` needs a node name: qm nodes {args.action} NODE")
+            raise UsageError(f"`qm nodes {args.action}` needs a node name: qm nodes {args.action} NODE")
         return _node_action(api, args, args.action)
     if args.node:
-        raise CliError(f"`qm nodes` takes no node name alone: `qm nodes ACTION {args.node}` with ACTION one of "
+        raise UsageError(f"`qm nodes` takes no node name alone: `qm nodes ACTION {args.node}` with ACTION one of "
                        + ", ".join(NODE_ACTIONS))
     if getattr(args, "reason", None) is not None:
-        raise CliError("--reason goes with an action: qm nodes drain NODE --reason \"bad DIMM\"")
+        raise UsageError("--reason goes with an action: qm nodes drain NODE --reason \"bad DIMM\"")
     if args.all and args.retired:
-        raise CliError("--all and --retired do not go together: --all lists every node, --retired only the retired")
+        raise UsageError("--all and --retired do not go together: --all lists every node, --retired only the retired")
     params: dict[str, Any] = {}
     if not args.all:
         params["retired"] = "true" if args.retired else "false"
@@ -113,12 +113,12 @@ def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
 
 
 def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
+    reason = getattr(args, "reason", None)
+    if reason is not None and action not in ("cordon", "drain"):  # refused before the node is looked up
+        raise UsageError(f"--reason goes with cordon or drain, not {action}")
     found = api.request("GET", "nodes/", params={"name": args.node})["results"]
     if not found:
         raise CliError(f"no node named '{args.node}'")
-    reason = getattr(args, "reason", None)
-    if reason is not None and action not in ("cordon", "drain"):
-        raise CliError(f"--reason goes with cordon or drain, not {action}")
     node = api.request("POST", f"nodes/{found[0]['id']}/{action}/",
                        body={"reason": reason} if reason is not None else None)
     if args.json:

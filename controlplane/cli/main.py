@@ -21,7 +21,8 @@
     qm maint list [--all] [--node N] | qm maint show ID | qm maint edit ID [--start ...] | qm maint cancel ID
 
 Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
-the server cannot be reached); never a traceback.
+the server cannot be reached); what qm refuses itself before any request, as argparse does, exits
+2 naming the flag (client.UsageError); never a traceback.
 
 This module reads the command line and calls the command. The commands live by group:
 account.py (login, logout, whoami), jobs/ (a job from submit to logs, a module a command),
@@ -57,6 +58,7 @@ from controlplane.cli.client import (
     Api,
     ApiError,
     CliError,
+    UsageError,
     refusal,
     request_timeout,
     server_url,
@@ -676,7 +678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "submit":
             return cmd_submit(api, args, command)
         if command:
-            raise CliError(f"`qm {args.command}` takes no command after --")
+            raise UsageError(f"`qm {args.command}` takes no command after --")
         return COMMANDS[args.command](api, args)
     except CliError as error:
         if isinstance(error, ApiError):

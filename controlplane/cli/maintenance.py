@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import Api, UsageError
 from controlplane.services.span_text import span_words
 from scheduler_core.sentences import counted
 
@@ -27,14 +27,14 @@ def maint_when(text: str, now: datetime, flag: str = "--start") -> datetime:
         try:
             return now + timedelta(seconds=output.parse_duration(ahead[1:]))
         except ValueError:
-            raise CliError(f"{flag}: '{text}' is not a time: use now, +2h (in two hours), 10:30 (today, UTC) or "
+            raise UsageError(f"{flag}: '{text}' is not a time: use now, +2h (in two hours), 10:30 (today, UTC) or "
                            "2026-12-02T08:00 (UTC unless it gives an offset)") from None
     if value[:1].isdigit() and not any(c in value for c in ":-"):
-        raise CliError(f"{flag}: '{text}' is a length, not a time: say +{text.strip()} for that long from now")
+        raise UsageError(f"{flag}: '{text}' is a length, not a time: say +{text.strip()} for that long from now")
     try:
         return output.parse_when(text, now)
     except ValueError as exc:
-        raise CliError(f"{flag}: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 def _utc_z(at: datetime) -> str:
@@ -108,7 +108,7 @@ def _window_id(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise CliError(f"'{text}' is not a maintenance window's id: `qm maint list` shows them") from None
+        raise UsageError(f"'{text}' is not a maintenance window's id: `qm maint list` shows them") from None
 
 
 def cmd_maint(api: Api, args: argparse.Namespace) -> int:
@@ -170,7 +170,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
     if action == "edit":
         body = _maint_body(args, now)
         if not body:
-            raise CliError(f"Nothing to change: give --nodes, --pool, --start, --end or --duration, or --reason "
+            raise UsageError(f"Nothing to change: give --nodes, --pool, --start, --end or --duration, or --reason "
                            f"(qm maint edit {window_id} --help).")
         window = api.request("PATCH", f"maintenance-windows/{window_id}/", body=body)
         if args.json:

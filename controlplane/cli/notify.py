@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, ApiError, CliError
+from controlplane.cli.client import Api, ApiError, CliError, UsageError
 
 NOTIFY_EVENTS = ("started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable",
                  "borrowed")
@@ -28,7 +28,7 @@ def _hook_id(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise CliError(f"'{text}' is not a hook id: `qm notify list` shows them") from None
+        raise UsageError(f"'{text}' is not a hook id: `qm notify list` shows them") from None
 
 
 def _hook_refused(error: ApiError, flags: dict[str, str]) -> CliError | ApiError:
@@ -60,7 +60,7 @@ def _notify_edit(api: Api, args: argparse.Namespace, hook_id: int) -> int:
     if args.active is not None:
         body["active"], flags["active"] = args.active, "--resume" if args.active else "--pause"
     if not body:
-        raise CliError("Nothing to change: give --hook-url, --events, --team or --own-jobs, --pause or --resume "
+        raise UsageError("Nothing to change: give --hook-url, --events, --team or --own-jobs, --pause or --resume "
                        f"(qm notify edit {hook_id} --help).")
     try:
         hook = api.request("PATCH", f"notification-hooks/{hook_id}/", body=body)

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from controlplane.cli import account, arguments, output
-from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, refusal
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, UsageError, refusal
 from controlplane.cli.jobs.states import FINISHED_STATES
 
 #: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
@@ -27,7 +27,7 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
     filters = [flag for flag in ("name", "state", "user") if getattr(args, flag) is not None]
     if filters:
         if args.jobs or args.array:
-            raise CliError(f"give job ids, --array, or --{filters[0]} and the other filters, not both")
+            raise UsageError(f"give job ids, --array, or --{filters[0]} and the other filters, not both")
         args.jobs = [str(job_id) for job_id in _jobs_picked(api, args)]
         if not args.jobs:
             output.note("No job matched: nothing cancelled.")
@@ -44,13 +44,13 @@ def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
     states = [state.strip().lower() for state in args.state or CANCELLABLE_STATES]
     wrong = [state for state in states if state not in CANCELLABLE_STATES]
     if wrong:
-        raise CliError(f"--state {wrong[0]}: a job that is {wrong[0]} cannot be cancelled; "
+        raise UsageError(f"--state {wrong[0]}: a job that is {wrong[0]} cannot be cancelled; "
                        f"give {' or '.join(CANCELLABLE_STATES)}")
     if args.name is not None and not args.name.strip():
-        raise CliError("--name is empty: give the jobs' name")
+        raise UsageError("--name is empty: give the jobs' name")
     user = args.user.strip() if args.user else None
     if args.user is not None and not user:
-        raise CliError("--user is empty: give a user")
+        raise UsageError("--user is empty: give a user")
     params: dict[str, Any] = {"state": states, "user": user or account.my_username(api), "limit": LARGEST_PAGE,
                               "ordering": "id"}
     if args.name:
@@ -73,7 +73,7 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
     --hold); an ended job waits again at once. Every job named is read first: one that is not the
     caller's, or that cannot be requeued as it stands (`_why_not`), requeues none, each named."""
     if args.states is not None and not args.array:
-        raise CliError("--states picks an array's tasks: give it with --array ARRAY_ID")
+        raise UsageError("--states picks an array's tasks: give it with --array ARRAY_ID")
     return _act_on_jobs(api, args, "requeue")
 
 
@@ -86,10 +86,10 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     answers of the jobs acted on."""
     if args.array:
         if args.jobs:
-            raise CliError("give job ids or --array, not both")
+            raise UsageError("give job ids or --array, not both")
         return _act_on_array(api, args, verb)
     if not args.jobs:
-        raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
+        raise UsageError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
     # Each job once, in the order first named: a job named twice (a list pasted twice) was acted
     # on, then refused ("already ended: cancelled"), and the command exited 1 having done as asked.
     ids = list(dict.fromkeys(arguments.job_id(job, f"qm {verb} --array") for job in args.jobs))

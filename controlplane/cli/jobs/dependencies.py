@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.cli.client import CliError
+from controlplane.cli.client import UsageError
 from controlplane.services import dependency_text
 
 #: How a job's status says each dependency type: "job 12 succeeds".
@@ -23,7 +23,7 @@ def parse_dependency(text: str) -> list[dict[str, Any]]:
     try:
         return dependency_text.parse(text)
     except dependency_text.BadDependencyText as exc:
-        raise CliError(f"--dependency {text}: {exc}") from None
+        raise UsageError(f"--dependency {text}: {exc}") from None
 
 
 def update_dependency(text: str) -> list[dict[str, Any]] | str:
@@ -34,7 +34,7 @@ def update_dependency(text: str) -> list[dict[str, Any]] | str:
     try:
         edit = dependency_text.parse_edit(text)
     except dependency_text.BadDependencyText as exc:
-        raise CliError(f"--dependency {text}: {exc}") from None
+        raise UsageError(f"--dependency {text}: {exc}") from None
     if edit is None:
         return parse_dependency(text)
     rest = "".join(text.split())[1:].lstrip("=")

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import arguments, output, terminal_width
-from controlplane.cli.client import LARGEST_PAGE, Api, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, UsageError
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 from controlplane.services import exit_codes
 
@@ -72,7 +72,7 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
     page by page (1,000 a request) up to the instant of the first request, so events written
     meanwhile do not shift the pages. A line says how many more matched."""
     if args.follow or args.exit_with_job:
-        raise CliError(f"--{'follow' if args.follow else 'exit-with-job'} watches one job: give its id (qm events JOB "
+        raise UsageError(f"--{'follow' if args.follow else 'exit-with-job'} watches one job: give its id (qm events JOB "
                        "--follow)")
     limit = LATEST_SHOWN if args.limit is None else args.limit
     now = datetime.now(timezone.utc)
@@ -81,7 +81,7 @@ def _fleet_events(api: Api, args: argparse.Namespace) -> int:
         try:
             params["after"] = output.parse_when(args.since, now).isoformat()
         except ValueError as exc:
-            raise CliError(f"--since: {exc}") from exc
+            raise UsageError(f"--since: {exc}") from exc
     kinds = [k.strip() for value in args.kind or [] for k in value.split(",") if k.strip()]
     if kinds:
         params["kind"] = kinds
@@ -114,13 +114,13 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
         return _fleet_events(api, args)
     given = [f"--{flag}" for flag in _FLEET_FLAGS if getattr(args, flag) not in (None, False, [])]
     if given:
-        raise CliError(f"{', '.join(given)} filter the fleet's events: give no job id (qm events JOB lists all of "
+        raise UsageError(f"{', '.join(given)} filter the fleet's events: give no job id (qm events JOB lists all of "
                        "one job's)")
     job_id = arguments.job_id(args.job)
     if not 0 < args.interval <= 3600:  # NaN fails too; no wait can be `inf`
-        raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
+        raise UsageError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
     if args.exit_with_job and not args.follow:
-        raise CliError("--exit-with-job needs --follow: it exits as the job did once the job has ended")
+        raise UsageError("--exit-with-job needs --follow: it exits as the job did once the job has ended")
     seen: set[int] = set()
     events = _events_after(api, job_id, seen, 0)
     if args.json and not args.follow:

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import account, arguments, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import Api, UsageError
 from controlplane.cli.jobs.gpus import gpus_cell
 from controlplane.cli.jobs.states import ACTIVE_STATES
 from controlplane.cli.loop_state import warn
@@ -36,13 +36,13 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     if args.array:
         params["array_id"] = arguments.array_id(args.array)
     if args.mine and args.user:
-        raise CliError("give --mine or --user USER, not both")
+        raise UsageError("give --mine or --user USER, not both")
     # --name: the whole name (?name_exact=), as squeue -n and qm cancel -n read it; ?name= is a part of it
     for flag, param in (("user", "user"), ("name", "name_exact"), ("project", "project"), ("priority", "priority_class"),
                         ("reason", "pending_code")):
         value = getattr(args, flag)
         if value is not None and not value.strip():
-            raise CliError(f"--{flag} is empty: give a {'reason code' if flag == 'reason' else flag}")
+            raise UsageError(f"--{flag} is empty: give a {'reason code' if flag == 'reason' else flag}")
         if value is not None:
             params[param] = value.strip()
     if args.mine:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import Api, UsageError
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 from controlplane.services import exit_codes
 from controlplane.services.run_text import run_named
@@ -65,9 +65,9 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
     job_id = arguments.job_id(args.job)
     # --tail and --rank are refused when parsed (main._last_lines, main._rank), before any request.
     if not 0 < args.interval <= 3600:
-        raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
+        raise UsageError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
     if args.exit_with_job and not args.follow:
-        raise CliError("--exit-with-job needs --follow: it exits as the job did once the job has ended")
+        raise UsageError("--exit-with-job needs --follow: it exits as the job did once the job has ended")
     first = _read_logs(api, job_id, {"rank": args.rank or 0, "generation": args.generation, "tail_lines": args.tail})
     ranks = (first["ranks"] or [0]) if args.all_ranks else [args.rank or 0]
     logs = _Logs(api, job_id, args, first["generation"], ranks)

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from controlplane.cli import arguments
-from controlplane.cli.client import CliError
+from controlplane.cli.client import UsageError
 
 # YAML keys and flags that are spelled differently from the API's fields.
 YAML_ALIASES = {"time": "runtime_limit_s", "priority": "priority_class", "checkpoint_every": "checkpoint_interval_s"}
@@ -85,16 +85,16 @@ def load_spec_file(path: str) -> dict[str, Any]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise CliError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
+        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
     _not_a_batch_script(path, text)
     try:
         data = _plain(yaml.load(text, Loader=_JobFileLoader))  # a SafeLoader: no Python objects
     except yaml.YAMLError as exc:
-        raise CliError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
+        raise UsageError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
-        raise CliError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
+        raise UsageError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
     _no_unknown_keys(path, data)
     spec: dict[str, Any] = {}
     for key, value in data.items():
@@ -119,7 +119,7 @@ def _no_unknown_keys(path: str, data: dict[Any, Any]) -> None:
                                                     f"the job fields are {', '.join(spellings)}"))
     if lines:
         where = "standard input" if path == "-" else path
-        raise CliError(f"{where} has {'a key' if len(lines) == 1 else 'keys'} no job has:\n" + "\n".join(lines))
+        raise UsageError(f"{where} has {'a key' if len(lines) == 1 else 'keys'} no job has:\n" + "\n".join(lines))
 
 
 def _field_holding_words(name: str, spellings: list[str]) -> list[str]:
@@ -146,7 +146,7 @@ def _not_a_batch_script(path: str, text: str) -> None:
     named = any(d.startswith(("-J", "--job-name")) for d in directives) or path == "-"
     # sbatch names the job after its script; qm would name it after the script's first word (#!/bin/bash).
     flags = " ".join(([] if named else [f"-J {shlex.quote(Path(path).name)}"]) + (directives or ["--gpus N"]))
-    raise CliError(f"{'standard input' if path == '-' else path} is a shell script, not a YAML file of job fields: qm reads no #SBATCH lines. Give "
+    raise UsageError(f"{'standard input' if path == '-' else path} is a shell script, not a YAML file of job fields: qm reads no #SBATCH lines. Give "
                    f"them as flags and the script as the command, e.g. qm submit {flags} --wrap \"$(cat {script})\" "
                    "(or -- bash PATH, the script where the nodes see it)")
 
@@ -191,7 +191,7 @@ def _env_values_are_text(path: str, env: dict[Any, Any]) -> None:
     than the API's "This field may not be null."; every other scalar is read as written."""
     empty = [name for name, value in env.items() if value is None]
     if empty:
-        raise CliError(f"{path}: env.{empty[0]} has no value: give one ({empty[0]}: \"\" for an empty one)")
+        raise UsageError(f"{path}: env.{empty[0]} has no value: give one ({empty[0]}: \"\" for an empty one)")
 
 
 def _plain(value: Any) -> Any:

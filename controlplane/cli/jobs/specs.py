@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.cli import arguments
-from controlplane.cli.client import CliError
+from controlplane.cli.client import UsageError
 from controlplane.cli.jobs.dependencies import parse_dependency
 from controlplane.cli.jobs.spec_files import load_spec_file, shell_command
 from controlplane.services import dependency_text
@@ -22,9 +22,9 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, An
     _flags_over(spec, args)
     if args.wrap is not None:  # sbatch --wrap "python a.py && python b.py": one shell line
         if command:
-            raise CliError("give the command after -- or as --wrap, not both")
+            raise UsageError("give the command after -- or as --wrap, not both")
         if not args.wrap.strip():
-            raise CliError("--wrap is empty: give the command line, e.g. --wrap 'python train.py'")
+            raise UsageError("--wrap is empty: give the command line, e.g. --wrap 'python train.py'")
         command = [args.wrap]
     if command:
         spec["command"] = shell_command(command)
@@ -52,7 +52,7 @@ def _flags_over(spec: dict[str, Any], args: argparse.Namespace) -> None:
         spec["hold"] = True  # sbatch -H: submitted held, out of the queue until `qm release`
     if args.hold_reason is not None:
         if not spec.get("hold"):  # the API's refusal says `send "hold": true`, its own words
-            raise CliError(f"Invalid request.\n  hold_reason (--hold-reason {args.hold_reason}): a reason is for a job "
+            raise UsageError(f"Invalid request.\n  hold_reason (--hold-reason {args.hold_reason}): a reason is for a job "
                            "submitted held: add --hold (sbatch -H), or leave the reason out")
         spec["hold_reason"] = args.hold_reason
     if args.checkpoint_every:
@@ -68,12 +68,12 @@ def _flags_over(spec: dict[str, Any], args: argparse.Namespace) -> None:
 def _env_with_flags(env: Any, items: list[str]) -> dict[str, Any]:
     """The YAML file's `env:` with each `--env NAME=VALUE` over it."""
     if not isinstance(env or {}, dict):
-        raise CliError("env in the YAML file must be a mapping of NAME: value, to add --env to it")
+        raise UsageError("env in the YAML file must be a mapping of NAME: value, to add --env to it")
     env = dict(env or {})
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise CliError(f"--env {item}: expected NAME=VALUE")
+            raise UsageError(f"--env {item}: expected NAME=VALUE")
         env[key] = value
     return env
 
@@ -90,11 +90,11 @@ def _filled_in(spec: dict[str, Any]) -> None:
         if words:
             spec["name"] = Path(words[0]).name or words[0]
     if "name" not in spec:
-        raise CliError("a job needs a name: give --name, a `name:` in the YAML file, or a command after --")
+        raise UsageError("a job needs a name: give --name, a `name:` in the YAML file, or a command after --")
     if "gpus" not in spec and _roles_gpus(spec.get("roles")) is not None:
         spec["gpus"] = _roles_gpus(spec["roles"])  # a heterogeneous gang: its roles' sum
     if "gpus" not in spec and not spec.get("roles"):
-        raise CliError("a job needs --gpus (or `gpus:` in the YAML file)")
+        raise UsageError("a job needs --gpus (or `gpus:` in the YAML file)")
     # Roles qm cannot add up (a member's `gpus:` for `gpus_per_member:`, a count left out) go to
     # the API, which names each role's field at fault; "a job needs --gpus" sent the user to the
     # one field qm would have filled in.

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, ApiError, CliError
+from controlplane.cli.client import Api, ApiError, UsageError
 from controlplane.cli.jobs.dependencies import runs_after
 from controlplane.cli.jobs.specs import spec_from_args
 from controlplane.services.span_text import span_words
@@ -27,7 +27,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     """Submit a job, or a job array (`--array`), once under an idempotency key (retried on a
     lost answer), and say what was submitted."""
     if args.parsable and args.json:
-        raise CliError("give --json (the API's answer) or --parsable (the id alone), not both")
+        raise UsageError("give --json (the API's answer) or --parsable (the id alone), not both")
     spec = spec_from_args(args, command)
     key = args.idempotency_key or f"qm-{uuid.uuid4()}"
     is_array = "array" in spec

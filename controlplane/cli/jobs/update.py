@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import Api, CliError, UsageError
 from controlplane.cli.jobs.dependencies import update_dependency
 from controlplane.services import dependency_text
 
@@ -30,7 +30,7 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
         return _update_array_limit(api, args, body)
     if args.no_project:
         if args.project is not None:
-            raise CliError("give --project NAME or --no-project, not both")
+            raise UsageError("give --project NAME or --no-project, not both")
         body["project"] = None
     if args.gpu_type:
         body["gpu_types"] = args.gpu_type
@@ -43,7 +43,7 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
         if isinstance(body["dependencies"], dependency_text.AnyOf):
             body["dependency_mode"] = "any"  # afterok:12?afterok:13: any one of them
     if not body:
-        raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
+        raise UsageError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
                        "--dependency, ... (qm update --help)")
     whole = f"qm update {args.job.strip()} --array-limit N changes the whole array, other changes are a task's; "
     return _patch_and_say(api, args, f"jobs/{arguments.job_id(args.job, array_use=whole)}/", body)
@@ -61,7 +61,7 @@ def _update_array_limit(api: Api, args: argparse.Namespace, body: dict[str, Any]
     task limit, every task at once (`scontrol update jobid=ARRAY ArrayTaskThrottle=N`)."""
     others = [flag for flag in ("time", "checkpoint_every", "dependency", "gpu_type") if getattr(args, flag)]
     if body or others or args.no_project:
-        raise CliError("--array-limit changes a whole array: give it alone (qm update ARRAY_ID --array-limit 4), "
+        raise UsageError("--array-limit changes a whole array: give it alone (qm update ARRAY_ID --array-limit 4), "
                        "and change its tasks one by one with the other flags")
     text = args.array_limit.strip().lower()
     if text in ("none", "unlimited", "0"):
@@ -69,7 +69,7 @@ def _update_array_limit(api: Api, args: argparse.Namespace, body: dict[str, Any]
     elif text.isascii() and text.isdigit():
         limit = int(text)
     else:
-        raise CliError(f"--array-limit {args.array_limit}: a number of tasks (e.g. 4), or none to lift the limit")
+        raise UsageError(f"--array-limit {args.array_limit}: a number of tasks (e.g. 4), or none to lift the limit")
     try:
         array_id = str(uuid.UUID(args.job.strip()))
     except ValueError:

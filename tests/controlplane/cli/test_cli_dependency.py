@@ -43,7 +43,7 @@ def test_bad_syntax_is_refused_naming_the_option(text: str, words: str) -> None:
 
 def test_bad_syntax_never_reaches_the_server(alice_qm) -> None:
     r = alice_qm("submit", "--name", "x", "--gpus", "1", "--dependency", "afterok:abc")
-    assert r.code == 1 and "--dependency afterok:abc: 'abc' is not a job id" in r.err
+    assert r.code == 2 and "--dependency afterok:abc: 'abc' is not a job id" in r.err
     assert not Job.objects.filter(name="x").exists()
 
 

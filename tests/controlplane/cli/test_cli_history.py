@@ -253,7 +253,7 @@ def test_history_pages_through_more_jobs_than_one_request_gives(alice_qm, fleet)
 ])
 def test_a_time_that_is_no_time_is_refused_naming_the_option(alice_qm, args, option) -> None:
     run = alice_qm("history", *args)
-    assert run.code == 1 and run.out == ""
+    assert run.code == 2 and run.out == ""
     assert run.err.startswith(f"error: {option}"), run.err
     assert "Traceback" not in run.err
 

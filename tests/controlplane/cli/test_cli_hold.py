@@ -53,7 +53,7 @@ def test_qm_hold_of_several_jobs_one_running_holds_none_and_says_what_to_do(alic
 def test_qm_hold_refuses_a_word_that_is_not_a_job_id_before_holding_anything(alice_qm, fleet) -> None:
     job = _submitted(alice_qm)
     run = alice_qm("hold", str(job.pk), "nine")
-    assert run.code == 1 and "'nine' is not a job id" in run.err
+    assert run.code == 2 and "'nine' is not a job id" in run.err
     assert Job.objects.get(pk=job.pk).hold == JobHold.NONE
 
 
@@ -90,7 +90,7 @@ def test_qm_update_of_a_running_jobs_gpus_says_it_runs(alice_qm, fleet) -> None:
 def test_qm_update_with_nothing_to_change_says_what_it_takes(alice_qm, fleet) -> None:
     job = _submitted(alice_qm)
     run = alice_qm("update", str(job.pk))
-    assert run.code == 1 and run.err.startswith("error: name what to change: --gpus, --time")
+    assert run.code == 2 and run.err.startswith("error: name what to change: --gpus, --time")
 
 
 def test_qm_hold_and_release_an_array(alice_qm, fleet) -> None:

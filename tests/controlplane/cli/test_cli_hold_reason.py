@@ -65,4 +65,4 @@ def test_qm_submit_held_with_a_reason(alice_qm, fleet) -> None:
     assert (job.hold, job.hold_reason) == (JobHold.USER, "until the data lands")
 
     run = alice_qm("submit", "--name", "x", "--gpus", "1", "--hold-reason", "no hold")
-    assert run.code == 1 and "hold_reason" in run.err and "submitted held" in run.err, run.err
+    assert run.code == 2 and "hold_reason" in run.err and "submitted held" in run.err, run.err

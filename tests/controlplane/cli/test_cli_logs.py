@@ -225,18 +225,18 @@ def test_qm_logs_of_another_teams_job_is_refused_as_for_the_job(qm: Callable[...
     assert f"No job {job.pk}, or not yours to see." in run.err
 
 
-@pytest.mark.parametrize(("args", "words"), [
+@pytest.mark.parametrize(("args", "words", "code"), [
     # --tail 0 and --rank -2 are refused when parsed, exit 2: test_qm_counts_refused_before_asking.py.
-    (["--interval", "0"], "--interval 0.0: give a number of seconds above 0"),
-    (["--generation", "999999"], "generation"),
+    (["--interval", "0"], "--interval 0.0: give a number of seconds above 0", 2),  # by qm, before asking
+    (["--generation", "999999"], "generation", 1),  # by the server
 ], ids=["zero-interval", "unknown-generation"])
 def test_qm_logs_refuses_a_bad_option_naming_it(alice_qm: Callable[..., Run], fleet: Fleet, args: list[str],
-                                                words: str) -> None:
+                                                words: str, code: int) -> None:
     job, _ = running(fleet)
 
     run = alice_qm("logs", str(job.pk), *args)
 
-    assert run.code == 1 and words in run.err and "Traceback" not in run.err
+    assert run.code == code and words in run.err and "Traceback" not in run.err
 
 
 def test_qm_logs_follow_of_a_job_not_started_says_it_waits_for_it(qm: Callable[..., Run], alice_qm: Callable[..., Run],

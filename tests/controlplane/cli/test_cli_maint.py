@@ -96,7 +96,7 @@ def test_refusals_name_the_flag_and_members_cannot_add(qm, fleet) -> None:  # no
     assert bad.code == 1 and bad.err.startswith("error: Invalid request.")
     assert "nodes (--nodes h100-1,ghost): no node named 'ghost'" in bad.err
     assert "duration_s (--duration 20d): 20 d long: a window lasts at most 14 d" in bad.err
-    assert bare.code == 1 and "--start: '2h' is a length, not a time: say +2h" in bare.err
+    assert bare.code == 2 and "--start: '2h' is a length, not a time: say +2h" in bare.err
     assert not MaintenanceWindow.objects.exists()
 
     assert qm("logout").code == 0

@@ -111,7 +111,7 @@ def test_edit_refusals_name_the_field_and_the_flag_and_change_nothing(alice_qm: 
             "a plain http URL sends each notification unencrypted") in bad.err
     assert "events (--events nope): 'nope' is not an event" in bad.err
     nothing = alice_qm("notify", "edit", str(hook.pk))
-    assert nothing.code == 1 and nothing.err.startswith("error: Nothing to change: give --hook-url")
+    assert nothing.code == 2 and nothing.err.startswith("error: Nothing to change: give --hook-url")
     both = alice_qm("notify", "edit", str(hook.pk), "--pause", "--resume")
     assert both.code == 2 and "not allowed with argument" in both.err
     assert NotificationHook.objects.get().url == "https://example.org/h"

@@ -54,7 +54,7 @@ def test_bad_syntax_never_reaches_the_server(alice_qm, fleet) -> None:
 
     r = alice_qm("update", str(job.pk), "-d", "afterok:12?afterok:13,afterok:14")
 
-    assert r.code == 1 and ("--dependency afterok:12?afterok:13,afterok:14: ',' (every one met) and '?' (any one of "
+    assert r.code == 2 and ("--dependency afterok:12?afterok:13,afterok:14: ',' (every one met) and '?' (any one of "
                             "them met) cannot be mixed") in r.err
     assert not Event.objects.filter(job=job, kind="job.updated").exists()
 

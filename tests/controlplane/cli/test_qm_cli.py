@@ -111,7 +111,7 @@ def test_impossible_shape_prints_the_field_and_reason_not_a_traceback(alice_qm) 
 def test_bad_duration_is_refused_before_any_request(alice_qm) -> None:
     r = alice_qm("submit", "--name", "x", "--gpus", "1", "--time", "soon")
 
-    assert r.code == 1 and "--time: 'soon' is not a duration" in r.err
+    assert r.code == 2 and "--time: 'soon' is not a duration" in r.err
 
 
 def test_explain_shows_reason_position_and_remedy(alice_qm, fleet) -> None:

@@ -85,13 +85,13 @@ def test_a_member_reads_their_teams_events_and_a_bad_filter_names_its_flag(alice
     refused = alice_qm("events", "--team", "vision")
     assert refused.code == 1 and "no team named 'vision' whose events you may read" in refused.err, refused.err
     refused = alice_qm("events", "--since", "lately")
-    assert refused.code == 1 and "--since: 'lately' is not a time" in refused.err, refused.err
+    assert refused.code == 2 and "--since: 'lately' is not a time" in refused.err, refused.err
 
 
 def test_a_jobs_events_take_no_fleet_filter(alice_qm, events) -> None:
     job = events["ml-job"].job_id
     assert "ml-job" in alice_qm("events", str(job)).out
     refused = alice_qm("events", str(job), "--kind", "job.submitted")
-    assert refused.code == 1 and "--kind filter the fleet's events: give no job id" in refused.err, refused.err
+    assert refused.code == 2 and "--kind filter the fleet's events: give no job id" in refused.err, refused.err
     refused = alice_qm("events", "--follow")
-    assert refused.code == 1 and "--follow watches one job" in refused.err, refused.err
+    assert refused.code == 2 and "--follow watches one job" in refused.err, refused.err

@@ -143,12 +143,12 @@ def test_exit_with_job_needs_a_follow(alice_qm: Callable[..., Run], fleet: Fleet
 
     run = alice_qm(command, str(job.pk), "--exit-with-job")
 
-    assert run.code == 1, run
+    assert run.code == 2, run
     assert run.err == "error: --exit-with-job needs --follow: it exits as the job did once the job has ended\n"
 
 
 def test_exit_with_job_of_the_fleets_events_is_refused_naming_it(alice_qm: Callable[..., Run], fleet: Fleet) -> None:
     run = alice_qm("events", "--exit-with-job")
 
-    assert run.code == 1, run
+    assert run.code == 2, run
     assert run.err == "error: --exit-with-job watches one job: give its id (qm events JOB --follow)\n"

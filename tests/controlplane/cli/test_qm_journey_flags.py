@@ -54,7 +54,7 @@ def test_list_filters_given_wrong_are_refused(alice_qm, fleet, args, message) ->
 
     run = alice_qm("list", *args)
 
-    assert run.code == 1 and run.out == ""
+    assert run.code == 2 and run.out == ""
     assert run.err.strip() == f"error: {message}"
 
 
@@ -89,7 +89,7 @@ def test_a_gang_whose_roles_qm_cannot_add_up_is_refused_naming_the_roles(alice_q
 def test_a_job_without_gpus_or_roles_still_asks_for_gpus(alice_qm, fleet) -> None:
     refused = alice_qm("submit", "--name", "x")
 
-    assert refused.code == 1
+    assert refused.code == 2
     assert refused.err.strip() == "error: a job needs --gpus (or `gpus:` in the YAML file)"
 
 
@@ -162,7 +162,7 @@ def test_cancel_filters_given_wrong_cancel_nothing(alice_qm, fleet, args, messag
 
     run = alice_qm("cancel", *args)
 
-    assert run.code == 1
+    assert run.code == 2
     assert run.err.strip() == f"error: {message}"
     assert Job.objects.get(pk=job.pk).state == JobState.PENDING
 
@@ -189,7 +189,7 @@ def test_a_hold_reason_without_hold_names_the_flags(alice_qm, fleet) -> None:
     """It said the API's words, `send "hold": true with it`, to someone who typed flags."""
     run = alice_qm("submit", "--name", "x", "--gpus", "1", "--hold-reason", "no data yet")
 
-    assert run.code == 1
+    assert run.code == 2
     assert run.err == ("error: Invalid request.\n  hold_reason (--hold-reason no data yet): a reason is for a job "
                        "submitted held: add --hold (sbatch -H), or leave the reason out\n")
     assert not Job.objects.exists()
@@ -231,7 +231,7 @@ def test_submit_parsable_prints_the_id_alone_for_a_pipeline(alice_qm, fleet) -> 
     assert sweep.code == 0 and sweep.out == f"{Job.objects.filter(name='sweep').first().array_id}\n"
 
     both = alice_qm("submit", "--name", "x", "--gpus", "1", "--parsable", "--json")
-    assert both.code == 1 and both.err == "error: give --json (the API's answer) or --parsable (the id alone), not both\n"
+    assert both.code == 2 and both.err == "error: give --json (the API's answer) or --parsable (the id alone), not both\n"
     assert not Job.objects.filter(name="x").exists()
 
 

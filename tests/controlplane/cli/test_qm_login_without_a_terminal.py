@@ -19,7 +19,7 @@ def _config(tmp_path: Path) -> Path:
 def test_no_username_and_standard_input_ended_says_to_give_username(qm, fleet, tmp_path) -> None:
     r = qm("login", stdin="")
 
-    assert r.code == 1 and "Traceback" not in r.err, r.err
+    assert r.code == 2 and "Traceback" not in r.err, r.err
     assert "error: no username: standard input ended before one was typed; give it with --username" in r.err
     assert not _config(tmp_path).exists()
 
@@ -27,7 +27,7 @@ def test_no_username_and_standard_input_ended_says_to_give_username(qm, fleet, t
 def test_password_stdin_without_username_is_refused_before_reading_the_password(qm, fleet, tmp_path) -> None:
     r = qm("login", "--password-stdin", stdin="alice\n")
 
-    assert r.code == 1 and "Traceback" not in r.err, r.err
+    assert r.code == 2 and "Traceback" not in r.err, r.err
     assert r.err.startswith("error: --password-stdin reads the password from standard input: give the user "
                             "name with --username"), r.err
     assert not _config(tmp_path).exists()
@@ -36,7 +36,7 @@ def test_password_stdin_without_username_is_refused_before_reading_the_password(
 def test_password_stdin_with_nothing_on_it_says_so(qm, fleet, tmp_path) -> None:
     r = qm("login", "-u", "alice", "--password-stdin", stdin="")
 
-    assert r.code == 1 and "Traceback" not in r.err, r.err
+    assert r.code == 2 and "Traceback" not in r.err, r.err
     assert "error: --password-stdin: standard input gave no password" in r.err
     assert not _config(tmp_path).exists()
     assert qm("login", "-u", "alice", "--password-stdin", stdin="alice\r\n").code == 0  # a file saved on Windows

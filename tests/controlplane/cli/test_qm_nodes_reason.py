@@ -24,7 +24,7 @@ def test_qm_drain_with_a_reason_and_qm_nodes_lists_it(qm, fleet) -> None:
     assert r.code == 0 and "cordoned: fan swap" in _row(qm("nodes").out, "h100-3")
 
     r = qm("nodes", "uncordon", "h100-3", "--reason", "fixed")
-    assert r.code == 1 and "--reason goes with cordon or drain, not uncordon" in r.err
+    assert r.code == 2 and "--reason goes with cordon or drain, not uncordon" in r.err
     assert Node.objects.get(name="h100-3").state == NodeState.CORDONED
     assert qm("uncordon", "h100-3").code == 0
     assert "fan swap" not in _row(qm("nodes").out, "h100-3")

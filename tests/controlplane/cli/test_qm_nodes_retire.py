@@ -98,9 +98,9 @@ def test_retiring_a_node_that_runs_a_job_prints_the_refusal_and_exits_1(qm, flee
 def test_qm_nodes_refuses_an_unknown_action_or_a_missing_node(qm, fleet) -> None:
     _root(qm)
     r = qm("nodes", "retrie", "h100-2")
-    assert r.code == 1 and "unknown node action 'retrie'" in r.err
+    assert r.code == 2 and "unknown node action 'retrie'" in r.err
     r = qm("nodes", "retire")
-    assert r.code == 1 and "needs a node name: qm nodes retire NODE" in r.err
+    assert r.code == 2 and "needs a node name: qm nodes retire NODE" in r.err
 
 
 def test_member_cannot_retire(alice_qm) -> None:

@@ -46,7 +46,7 @@ def test_cancel_with_a_bad_id_among_them_cancels_none(alice_qm, fleet) -> None:
 
     r = alice_qm("cancel", str(first.pk), "1x", str(last.pk))
 
-    assert r.code == 1 and "'1x' is not a job id" in r.err
+    assert r.code == 2 and "'1x' is not a job id" in r.err
     assert set(Job.objects.values_list("state", flat=True)) == {JobState.PENDING}
 
 
@@ -90,7 +90,7 @@ def test_list_mine_with_qm_token_lists_the_tokens_owner_jobs(alice_qm, fleet) ->
 def test_a_job_id_that_is_not_ascii_digits_is_a_sentence(alice_qm, text) -> None:
     for command in ("status", "explain", "events", "cancel"):
         r = alice_qm(command, text)
-        assert r.code == 1 and f"'{text}' is not a job id" in r.err and "Traceback" not in r.err, (command, r.err)
+        assert r.code == 2 and f"'{text}' is not a job id" in r.err and "Traceback" not in r.err, (command, r.err)
 
 
 def test_status_of_a_stopping_job_says_why_and_by_when(alice_qm, fleet) -> None:
@@ -247,7 +247,7 @@ def test_the_command_after_dashes_keeps_its_words(alice_qm, tmp_path) -> None:
 def test_a_blank_command_without_a_name_is_a_sentence(alice_qm) -> None:
     r = alice_qm("submit", "--gpus", "1", "--", " ")
 
-    assert r.code == 1 and "a job needs a name" in r.err and "Traceback" not in r.err
+    assert r.code == 2 and "a job needs a name" in r.err and "Traceback" not in r.err
 
 
 def test_cancel_array_cancels_every_live_task_in_one_line(alice_qm, fleet) -> None:
@@ -275,8 +275,8 @@ def test_cancel_array_refuses_what_is_no_array_of_yours(alice_qm, fleet) -> None
     both = alice_qm("cancel", "1", "--array", str(theirs.array_id))
 
     assert other.code == 1 and "No such job array, or not yours to see" in other.err
-    assert bad.code == 1 and "'nope' is not an array id" in bad.err
-    assert both.code == 1 and "not both" in both.err
+    assert bad.code == 2 and "'nope' is not an array id" in bad.err
+    assert both.code == 2 and "not both" in both.err
     assert Job.objects.get(pk=theirs.pk).state == JobState.PENDING
 
 
@@ -289,7 +289,7 @@ def test_list_array_lists_only_that_arrays_tasks(alice_qm, fleet) -> None:
     bad = alice_qm("list", "--array", "0-2")
 
     assert r.code == 0 and r.out.count("mine") == 3 and "other" not in r.out
-    assert bad.code == 1 and "'0-2' is not an array id" in bad.err
+    assert bad.code == 2 and "'0-2' is not an array id" in bad.err
 
 
 def test_an_array_whose_ids_are_not_consecutive_does_not_claim_a_range(alice_qm, fleet) -> None:
@@ -362,7 +362,7 @@ def test_events_follow_refuses_an_interval_it_cannot_wait(alice_qm, fleet, inter
 
     r = alice_qm("events", str(job.pk), "--follow", "--interval", interval)
 
-    assert r.code == 1 and "--interval" in r.err and "Traceback" not in r.err
+    assert r.code == 2 and "--interval" in r.err and "Traceback" not in r.err
 
 
 def test_yaml_files_qm_cannot_send_as_they_are_are_sentences_or_sent_as_text(alice_qm, tmp_path) -> None:
@@ -379,8 +379,8 @@ def test_yaml_files_qm_cannot_send_as_they_are_are_sentences_or_sent_as_text(ali
     r_env = alice_qm("submit", str(env_list), "--env", "B=1")
     r_dated = alice_qm("submit", str(dated))
 
-    assert r_latin.code == 1 and "is not UTF-8 text" in r_latin.err
-    assert r_env.code == 1 and "env in the YAML file must be a mapping" in r_env.err
+    assert r_latin.code == 2 and "is not UTF-8 text" in r_latin.err
+    assert r_env.code == 2 and "env in the YAML file must be a mapping" in r_env.err
     assert r_dated.code == 0, r_dated.err
     assert Job.objects.get().name == "2026-11-29"
     assert not any("Traceback" in r.err for r in (r_latin, r_env, r_dated))

@@ -15,7 +15,7 @@ def test_a_month_not_shaped_yyyy_mm_names_the_flag(qm, fleet, month) -> None:
 
     r = qm("showback", "--month", month)
 
-    assert r.code == 1 and r.out == ""
+    assert r.code == 2 and r.out == ""
     assert r.err == f"error: --month: '{month}' is not a month: use YYYY-MM, such as 2026-11\n"
 
 
@@ -33,7 +33,7 @@ def test_csv_and_json_together_are_refused_not_csv_under_json(qm, fleet) -> None
 
     for args in (("showback", "--csv", "--json"), ("--json", "showback", "--csv")):
         r = qm(*args)
-        assert r.code == 1 and r.out == "", r.out
+        assert r.code == 2 and r.out == "", r.out
         assert r.err == "error: give --json (the API's JSON) or --csv (finance's CSV), not both\n"
     assert qm("showback", "--json").json()["data"] is not None
 

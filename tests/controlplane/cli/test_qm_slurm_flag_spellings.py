@@ -38,8 +38,8 @@ def test_wrap_and_a_command_after_dashes_are_one_too_many(alice_qm, fleet) -> No
     both = alice_qm("submit", "-G", "1", "--wrap", "python a.py", "--", "python", "b.py")
     empty = alice_qm("submit", "-G", "1", "--wrap", " ")
 
-    assert both.code == 1 and both.err.strip() == "error: give the command after -- or as --wrap, not both"
-    assert empty.code == 1 and "--wrap is empty" in empty.err
+    assert both.code == 2 and both.err.strip() == "error: give the command after -- or as --wrap, not both"
+    assert empty.code == 2 and "--wrap is empty" in empty.err
     assert not Job.objects.exists()
 
 

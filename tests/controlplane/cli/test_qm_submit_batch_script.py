@@ -28,7 +28,7 @@ def test_a_batch_script_is_refused_with_the_command_that_runs_it(alice_qm, fleet
 
     refused = alice_qm("submit", str(script))
 
-    assert refused.code == 1 and refused.out == ""
+    assert refused.code == 2 and refused.out == ""
     assert refused.err.startswith(f"error: {script} is a shell script, not a YAML file of job fields: "
                                   "qm reads no #SBATCH lines.")
     suggested = re.search(r"e\.g\. qm (submit .*) \(or -- bash PATH", refused.err)
@@ -47,6 +47,6 @@ def test_a_batch_script_is_refused_with_the_command_that_runs_it(alice_qm, fleet
 def test_a_script_on_standard_input_is_said_to_be_one(alice_qm, fleet) -> None:
     refused = alice_qm("submit", "-", stdin="#!/bin/sh\npython x.py\n")
 
-    assert refused.code == 1
+    assert refused.code == 2
     assert refused.err.startswith("error: standard input is a shell script, not a YAML file of job fields")
     assert '--gpus N --wrap "$(cat SCRIPT)"' in refused.err

@@ -49,7 +49,7 @@ def test_showback_xlsx_to_a_file_and_a_refusal_naming_the_flag(qm, fleet, tmp_pa
     assert refused.code == 1 and "--month" in refused.err and "'2026-13' is not a month" in refused.err
     assert not (tmp_path / "x.xlsx").exists()  # nothing half-written
     both = qm("showback", "--csv", "--xlsx", str(target))
-    assert both.code == 1 and both.err == "error: give --xlsx FILE or --csv, not both\n"
+    assert both.code == 2 and both.err == "error: give --xlsx FILE or --csv, not both\n"
 
 
 def test_history_xlsx_holds_the_csvs_rows_typed(qm, fleet, yesterday, tmp_path) -> None:  # noqa: F811

@@ -23,6 +23,6 @@ def test_a_yaml_error_names_the_line_column_and_problem(alice_qm, tmp_path, text
 
     r = alice_qm("submit", str(spec))
 
-    assert r.code == 1 and r.out == "", r.out
+    assert r.code == 2 and r.out == "", r.out
     assert r.err == f"error: {spec} is not valid YAML: {said}\n"
     assert not Job.objects.exists()

@@ -17,7 +17,7 @@ from controlplane.models import Job
 def test_a_misspelled_key_is_named_before_the_field_it_leaves_out(alice_qm) -> None:
     r = alice_qm("submit", "-", stdin="name: x\ngpu: 2\ncommand: y\n")
 
-    assert r.code == 1 and r.out == ""
+    assert r.code == 2 and r.out == ""
     assert "gpu: unknown field; did you mean gpus?" in r.err
     assert "needs --gpus" not in r.err
     assert not Job.objects.exists()
@@ -30,7 +30,7 @@ def test_every_unknown_key_is_named_and_one_unlike_any_lists_the_fields(alice_qm
 
     r = alice_qm("submit", str(spec))
 
-    assert r.code == 1
+    assert r.code == 2
     assert "prority: unknown field; did you mean priority?" in r.err
     assert "zzz: unknown field; the job fields are" in r.err and "gpus_per_node" in r.err
     assert str(spec) in r.err
