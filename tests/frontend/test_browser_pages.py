@@ -238,7 +238,7 @@ def test_live_validation_names_zero_gpus_and_forgets_errors_of_a_cleared_field(s
     verdict = alice.page.locator("[data-verdict]")
     # 0 is a number the user typed, not an empty field: it is checked like any other.
     alice.page.fill("[data-field=gpus]", "0")
-    expect(gpus_error).to_contain_text("greater than or equal to 1", timeout=ANSWER_TIMEOUT_MS)
+    expect(gpus_error).to_contain_text("a job needs at least 1 GPU", timeout=ANSWER_TIMEOUT_MS)
     expect(verdict).to_contain_text("GPUs: ")  # the field's label, as the form says it
     # Emptied, the field says nothing any more: neither the old error nor the old verdict stays.
     alice.page.fill("[data-field=gpus]", "")

@@ -449,7 +449,7 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
                 expect(gpus).to_have_attribute("aria-invalid", "true", timeout=ANSWER_TIMEOUT_MS)
                 said = tab.page.evaluate("""() => (document.querySelector('[data-field=gpus]').getAttribute('aria-describedby') || '')
                   .split(' ').filter(Boolean).map(id => document.getElementById(id).textContent).join(' ')""")
-                if "greater than or equal to 1" not in said:
+                if "a job needs at least 1 GPU" not in said:
                     report.setdefault(f"{who} {path}", {})["a refused field's description"] = said
             if path in ("/teams/", "/showback/?window=24h"):  # the charts' figures, opened, for the eye
                 tab.page.evaluate("() => document.querySelectorAll('.chart-figures').forEach(d => d.open = true)")

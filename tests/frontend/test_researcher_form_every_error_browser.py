@@ -29,7 +29,7 @@ def test_a_form_wrong_in_four_ways_says_all_four_on_their_fields_at_once(session
     page.click("#submit-job button[type=submit]")
 
     said = {
-        "cpus_per_gpu": "greater than or equal to 0",
+        "cpus_per_gpu": "host CPUs per GPU: 0 (none asked for) or more",
         "runtime_limit_s": "is beyond the maximum of priority class",
         "array": "range 5-1 ends before it starts",
         "dependencies": "no job 999999 you can see",

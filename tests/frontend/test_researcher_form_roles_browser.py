@@ -118,7 +118,7 @@ def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -
     answer = page.evaluate("body => QM.api('POST', '/api/v1/jobs/', body)", body)
     assert answer["status"] == 400
     assert error.inner_text() == " ".join(answer["data"]["errors"]["roles.1.count"])
-    assert "greater than or equal to 1" in error.inner_text()
+    assert "a role has at least 1 member" in error.inner_text()
     alice.screenshot("submit-form-bad-role")
 
     # Submitted anyway, the API's refusal lands on the same field; nothing is stored.

@@ -41,14 +41,23 @@ MAX_JOB_ID = 2**63 - 1
 # The most GPUs one job may ask for, whatever the fleet: bounds the engine's work per job.
 MAX_JOB_GPUS = 65_536
 MAX_GPUS_PER_NODE = 1024
+ARRAY_LIMIT_LEAST = "at least 1 task holding GPUs at once"
+ARRAY_LIMIT_MOST = f"at most {MAX_ARRAY_TASKS:,} tasks at once, the most an array has"
 
 
-def _positive(**kwargs: Any) -> WholeNumberField:
-    return WholeNumberField(min_value=1, max_value=MAX_INT, **kwargs)
+def _bounded(low: int, high: int, least: str, most: str, **kwargs: Any) -> WholeNumberField:
+    """A job's whole number whose bounds are said in its unit and meaning, `least` below `low`
+    and `most` above `high`: DRF's "Ensure this value is greater than or equal to 1." named
+    neither (`qm submit --time 0`, `--gpus 0`). No thousands separators in a count of seconds:
+    the submit form says "N s" in the field's hours or minutes (qm.js, inFieldUnit)."""
+    messages = {"min_value": least, "max_value": most, **kwargs.pop("error_messages", {})}
+    return WholeNumberField(min_value=low, max_value=high, error_messages=messages, **kwargs)
 
 
-def _count(**kwargs: Any) -> WholeNumberField:
-    return WholeNumberField(min_value=0, max_value=MAX_INT, **kwargs)
+def _per_gpu(what: str, **kwargs: Any) -> WholeNumberField:
+    """A host or device need per GPU: 0 (none said) or more."""
+    return _bounded(0, MAX_INT, f"{what} per GPU: 0 (none asked for) or more",
+                    f"{what} per GPU: at most {MAX_INT}", **kwargs)
 
 
 class HoldSerializer(StrictFieldsMixin, serializers.Serializer):
@@ -93,15 +102,18 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
     member on one node; what a role leaves out (GPU types, memory, CPUs) it takes from the job."""
 
     name = NameField(max_length=64, help_text="The role's name, e.g. `trainer`, `rollout`, `reward`.")
-    count = WholeNumberField(min_value=1, max_value=MAX_JOB_GPUS, help_text="Members of this role.")
-    gpus_per_member = WholeNumberField(
-        min_value=1, max_value=MAX_GPUS_PER_NODE, help_text="GPUs of each member, on one node.")
+    count = _bounded(1, MAX_JOB_GPUS, "a role has at least 1 member", f"a role has at most {MAX_JOB_GPUS:,} members",
+                     help_text="Members of this role.")
+    gpus_per_member = _bounded(
+        1, MAX_GPUS_PER_NODE, "at least 1 GPU for each member",
+        f"at most {MAX_GPUS_PER_NODE:,} GPUs for each member: a member is on one node",
+        help_text="GPUs of each member, on one node.")
     gpu_type = TextField(required=False, max_length=64, help_text="Shorthand for gpu_types=[…].")
     gpu_types = OnceEachListField(each="type", child=TextField(max_length=64), required=False, max_length=32,
                                   help_text="Acceptable GPU types of this role, each once; omitted: the job's.")
-    min_gpu_memory_gb = _count(required=False, default=0)
-    cpus_per_gpu = _count(required=False, default=0)
-    memory_gb_per_gpu = _count(required=False, default=0)
+    min_gpu_memory_gb = _per_gpu("GB of device memory", required=False, default=0)
+    cpus_per_gpu = _per_gpu("host CPUs", required=False, default=0)
+    memory_gb_per_gpu = _per_gpu("GB of host memory", required=False, default=0)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
@@ -237,11 +249,13 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
 
     name = NameField(max_length=128, help_text="What the job is called (one line of visible text).")
-    gpus = WholeNumberField(
-        min_value=1, max_value=MAX_JOB_GPUS, help_text="GPUs the job needs (its preferred size if elastic)."
+    gpus = _bounded(
+        1, MAX_JOB_GPUS, "a job needs at least 1 GPU", f"a job may ask for at most {MAX_JOB_GPUS:,} GPUs",
+        help_text="GPUs the job needs (its preferred size if elastic)."
     )
-    gpus_per_node = WholeNumberField(
-        min_value=1, max_value=MAX_GPUS_PER_NODE, required=False, allow_null=True,
+    gpus_per_node = _bounded(
+        1, MAX_GPUS_PER_NODE, "at least 1 GPU on each node of the gang",
+        f"at most {MAX_GPUS_PER_NODE:,} GPUs on one node", required=False, allow_null=True,
         help_text="GPUs on each node of the gang; omitted: the scheduler decides (whole nodes for jobs of a node or more).",
     )
     gpu_type = TextField(
@@ -251,9 +265,10 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         each="type", child=TextField(max_length=64), required=False, max_length=32,
         help_text="Acceptable GPU types, each once; omitted or empty: any type.",
     )
-    min_gpu_memory_gb = _count(required=False, default=0, help_text="Minimum device memory per GPU.")
-    cpus_per_gpu = _count(required=False, default=0)
-    memory_gb_per_gpu = _count(required=False, default=0)
+    min_gpu_memory_gb = _per_gpu("GB of device memory", required=False, default=0,
+                                 help_text="Minimum device memory per GPU.")
+    cpus_per_gpu = _per_gpu("host CPUs", required=False, default=0)
+    memory_gb_per_gpu = _per_gpu("GB of host memory", required=False, default=0)
     topology = NamedChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
     members_on_distinct_nodes = YesOrNoField(
         required=False, default=False,
@@ -261,27 +276,31 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "gpus_per_node GPUs gets a node of its own. Omitted or false: members are packed, two on a node "
                   "with room for both. Needs gpus_per_node (or roles) and at least two members; not with same_node.",
     )
-    min_gpus = WholeNumberField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
-                                        help_text="Elastic: the smallest size it runs at.")
-    max_gpus = WholeNumberField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
-                                        help_text="Elastic: the largest size it can use.")
+    min_gpus = _bounded(1, MAX_JOB_GPUS, "an elastic job runs on at least 1 GPU",
+                        f"a job may ask for at most {MAX_JOB_GPUS:,} GPUs", required=False, allow_null=True,
+                        help_text="Elastic: the smallest size it runs at.")
+    max_gpus = _bounded(1, MAX_JOB_GPUS, "an elastic job grows to at least 1 GPU",
+                        f"a job may ask for at most {MAX_JOB_GPUS:,} GPUs", required=False, allow_null=True,
+                        help_text="Elastic: the largest size it can use.")
     priority_class = TextField(
         required=False, max_length=64, help_text="Priority class name; default: the team's default class."
     )
     team = TextField(required=False, max_length=64, help_text="Team name; default: your team.")
     project = TextField(required=False, max_length=64, help_text="Project name within the team.")
     workload = NamedChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
-    runtime_limit_s = WholeNumberField(
+    runtime_limit_s = _bounded(
         # Up to its priority class's maximum, which the submit names in days (qm submit -t 99999d
         # was told "Ensure this value is less than or equal to 2147483647."); the bound here only
         # keeps out numbers no limit is near.
-        min_value=1, max_value=MAX_RUNTIME_LIMIT_ASKED, required=False, allow_null=True,
-        error_messages={"max_value": f"more than any runtime limit (at most {MAX_RUNTIME_LIMIT_ASKED // 86400 // 365:,} "
-                                     "years); a priority class allows at most its max_runtime_limit_s"},
+        1, MAX_RUNTIME_LIMIT_ASKED, "a runtime limit is at least 1 s",
+        f"more than any runtime limit (at most {MAX_RUNTIME_LIMIT_ASKED // 86400 // 365:,} "
+        "years); a priority class allows at most its max_runtime_limit_s", required=False, allow_null=True,
         help_text="Seconds before the job is stopped; default: the class default; at most the class's "
                   "max_runtime_limit_s.",
     )
-    checkpoint_interval_s = _positive(required=False, allow_null=True)
+    checkpoint_interval_s = _bounded(1, MAX_INT, "a checkpoint interval is at least 1 s",
+                                     f"a checkpoint interval is at most {MAX_INT} s (68 years)",
+                                     required=False, allow_null=True)
     command = TextField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False,
                         lines=True)
     env = EnvField(required=False, default=dict)
@@ -308,8 +327,8 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "one of them met is enough, and it is cancelled only once none can be.",
     )
     dependency_mode = dependency_mode_field()
-    array_task_limit = WholeNumberField(
-        min_value=1, max_value=MAX_ARRAY_TASKS, required=False, allow_null=True,
+    array_task_limit = _bounded(
+        1, MAX_ARRAY_TASKS, ARRAY_LIMIT_LEAST, ARRAY_LIMIT_MOST, required=False, allow_null=True,
         help_text="A job array's task limit (Slurm's `--array=0-99%10`): at most this many of its tasks hold "
                   "GPUs at once, the rest wait with reason JobArrayTaskLimit. Only for an array (POST "
                   "job-arrays/); the same as `%N` at the end of `array`, which says it too. Changed later with "
@@ -548,8 +567,8 @@ class JobArraySubmitSerializer(JobSubmitSerializer):
 class JobArrayLimitSerializer(StrictFieldsMixin, serializers.Serializer):
     """`PATCH job-arrays/{array_id}/`: the array's task limit (`scontrol update ArrayTaskThrottle=`)."""
 
-    array_task_limit = WholeNumberField(
-        min_value=1, max_value=MAX_ARRAY_TASKS, allow_null=True,
+    array_task_limit = _bounded(
+        1, MAX_ARRAY_TASKS, ARRAY_LIMIT_LEAST, ARRAY_LIMIT_MOST, allow_null=True,
         help_text="At most this many of its tasks hold GPUs at once (Slurm's ArrayTaskThrottle); null lifts the "
                   "limit. Set on every task of the array; running tasks above a lowered limit keep running.",
     )

@@ -47,7 +47,7 @@ def test_a_malformed_field_and_the_changes_own_refusals_are_named_together(fleet
 
     errors = body["errors"]
     assert set(errors) == {"cpus_per_gpu", "project", "dependencies.0.job"}, errors
-    assert "greater than or equal to 0" in errors["cpus_per_gpu"][0]
+    assert "host CPUs per GPU: 0 (none asked for) or more" in errors["cpus_per_gpu"][0]
     assert errors["project"] == ["team 'ml' has no project 'nope'"]
     assert errors["dependencies.0.job"] == ["no job 999999 you can see"]
     assert "project" in body["detail"] and "cpus_per_gpu" in body["detail"]
@@ -84,7 +84,7 @@ def test_a_running_jobs_state_conflicts_are_named_with_the_malformed_fields(flee
     assert set(errors) == {"name", "gpus", "priority_class"}, errors
     assert errors["priority_class"] == [conflict % ("priority_class", "priority_class")]
     assert len(errors["gpus"]) == 2 and errors["gpus"][1] == conflict % ("gpus", "gpus"), errors["gpus"]
-    assert "greater than or equal to 1" in errors["gpus"][0]
+    assert "a job needs at least 1 GPU" in errors["gpus"][0]
 
 
 def test_a_running_jobs_shape_and_a_raised_limit_are_refused_together(fleet, alice) -> None:

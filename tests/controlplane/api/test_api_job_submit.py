@@ -73,12 +73,12 @@ def test_gpu_types_list_is_an_alternative_to_gpu_type(alice, fleet) -> None:
 
 
 BAD_SUBMITS = [
-    ("zero_gpus", {"name": "x", "gpus": 0}, "gpus", "greater than or equal to 1"),
-    ("negative_gpus", {"name": "x", "gpus": -4}, "gpus", "greater than or equal to 1"),
+    ("zero_gpus", {"name": "x", "gpus": 0}, "gpus", "a job needs at least 1 GPU"),
+    ("negative_gpus", {"name": "x", "gpus": -4}, "gpus", "a job needs at least 1 GPU"),
     ("gpus_not_a_number", {"name": "x", "gpus": "eight"}, "gpus", "is not a whole number"),
     ("gpus_fractional", {"name": "x", "gpus": 1.5}, "gpus", "is not a whole number"),
     ("gpus_boolean", {"name": "x", "gpus": True}, "gpus", "is not a whole number"),
-    ("gpus_beyond_integer_range", {"name": "x", "gpus": 2**40}, "gpus", "less than or equal to 65536"),
+    ("gpus_beyond_integer_range", {"name": "x", "gpus": 2**40}, "gpus", "a job may ask for at most 65,536 GPUs"),
     ("many_tiny_members_beyond_the_fleet", {"name": "x", "gpus": 65536, "gpus_per_node": 1}, "gpus",
      "can never give more than 48"),
     ("missing_name", {"gpus": 1}, "name", "required"),

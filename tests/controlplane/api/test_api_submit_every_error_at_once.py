@@ -35,7 +35,7 @@ def test_malformed_fields_and_the_submits_own_refusals_are_named_together(alice,
 
     assert set(errors) == {"cpus_per_gpu", "checkpoint_interval_s", "runtime_limit_s", "project", "array",
                            "dependencies.0.job"}, errors
-    assert "greater than or equal to 0" in errors["cpus_per_gpu"][0]
+    assert "host CPUs per GPU: 0 (none asked for) or more" in errors["cpus_per_gpu"][0]
     assert "beyond the maximum of priority class 'research'" in errors["runtime_limit_s"][0]
     assert errors["project"] == ["team 'ml' has no project 'no-such-project'"]
     assert errors["array"] == ["range 5-1 ends before it starts"]

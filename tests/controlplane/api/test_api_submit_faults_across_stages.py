@@ -66,13 +66,13 @@ FAULTS = [
     pytest.param(
         {"name": "x", "gpus": 2, "cpus_per_gpu": -1, "gpu_type": "H100-80GB", "gpu_types": ["A100-40GB"],
          "project": "nope"},
-        {"cpus_per_gpu": "greater than or equal to 0",
+        {"cpus_per_gpu": "host CPUs per GPU: 0 (none asked for) or more",
          "gpu_type": "give gpu_type or gpu_types, not both",
          "project": "team 'ml' has no project 'nope'"},
         id="malformed-field-both-gpu-type-fields-and-project"),
     pytest.param(
         {"name": "x", "gpus": 1, "checkpoint_interval_s": 0, "dependencies": "+afterok:5", "project": "nope"},
-        {"checkpoint_interval_s": "greater than or equal to 1",
+        {"checkpoint_interval_s": "a checkpoint interval is at least 1 s",
          "dependencies": "a submit gives the whole list",
          "project": "team 'ml' has no project 'nope'"},
         id="malformed-field-an-edit-for-dependencies-and-project"),

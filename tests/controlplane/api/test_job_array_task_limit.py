@@ -73,7 +73,7 @@ def test_an_array_without_a_limit_has_none(fleet, alice) -> None:
     ({"array": "0-9%2%3"}, "array", "'%2%3' is not a task limit"),
     ({"array": "0-9%²"}, "array", "'%²' is not a task limit"),
     ({"array": "0-9%10001"}, "array", "a task limit is at most 10000"),
-    ({"array": "0-9", "array_task_limit": 0}, "array_task_limit", "greater than or equal to 1"),
+    ({"array": "0-9", "array_task_limit": 0}, "array_task_limit", "at least 1 task holding GPUs at once"),
     ({"array": "0-9", "array_task_limit": "ten"}, "array_task_limit", "is not a whole number"),
     ({"array": "0-9%3", "array_task_limit": 4}, "array_task_limit", "4 disagrees with the array's %3"),
 ])

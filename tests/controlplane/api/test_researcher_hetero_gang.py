@@ -69,7 +69,7 @@ BAD_GANGS = [
                  "'learner' given twice", id="same-name"),
     pytest.param({**GANG, "roles": [{**LEARNER, "gpus_per_membr": 8}, ROLLOUT]}, "roles.0.gpus_per_membr",
                  "Unknown field", id="typo-in-a-role"),
-    pytest.param({**GANG, "roles": [{**LEARNER, "count": 0}, ROLLOUT]}, "roles.0.count", "greater than or equal to 1",
+    pytest.param({**GANG, "roles": [{**LEARNER, "count": 0}, ROLLOUT]}, "roles.0.count", "a role has at least 1 member",
                  id="no-members"),
     pytest.param({**GANG, "roles": []}, "roles", "", id="no-roles"),
     pytest.param({**GANG, "roles": {"learner": 8}}, "roles", "", id="not-a-list"),

@@ -23,7 +23,7 @@ def test_qm_update_prints_every_field_at_fault(alice_qm, fleet) -> None:
     assert refused.code == 1, refused.err
     lines = refused.err.strip().splitlines()
     assert lines[0].endswith("Invalid request."), refused.err
-    assert any(line.strip().startswith("cpus_per_gpu (--cpus-per-gpu -1): Ensure this value is greater than or equal to 0")
+    assert any(line.strip().startswith("cpus_per_gpu (--cpus-per-gpu -1): host CPUs per GPU: 0 (none asked for) or more")
                for line in lines), refused.err
     assert "  project (--project nope): team 'ml' has no project 'nope'" in lines, refused.err
     job_now = Job.objects.get(pk=job.pk)
