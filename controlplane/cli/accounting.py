@@ -17,7 +17,11 @@ from typing import Any
 from controlplane.cli import account, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, UsageError
 from controlplane.cli.jobs.states import states_given
-from controlplane.services.history_text import gpus_held_text
+from controlplane.services.history_text import (
+    ended_waiting_after_requeue,
+    ended_waiting_again,
+    gpus_held_text,
+)
 from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
@@ -186,6 +190,9 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
         return 0
     output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS, cut=["NAME"],
                  wide=HISTORY_WIDE)
+    waiting_again = [job["id"] for job in jobs if ended_waiting_again(job["started_at"], job.get("last_run_gpus"))]
+    if waiting_again:
+        output.note(ended_waiting_after_requeue(waiting_again))
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
     output.note(f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
         f"{gpu_hours(totals['lost_gpu_hours'])} GPU-hours of work lost to preemptions and requeues; "

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.filtersets import JobHistoryFilterSet, text_filter_lengths
 from controlplane.models import Job
-from controlplane.services import access, closed_history, excel_workbook, job_history
+from controlplane.services import access, closed_history, excel_workbook, history_text, job_history
 from frontend.page_filters import PAGE_PARAMETERS, filtered
 from frontend.page_numbers import page_choice
 
@@ -60,10 +60,14 @@ def history(request: HttpRequest) -> HttpResponse:
     paginator = Paginator(jobs, PAGE_SIZE)
     paginator.count = summary.totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
     listed, page_error = page_choice(paginator, request.GET.get("page"))
+    rows = job_history.history_rows(listed.object_list, now, priced=True)
     context.update({
         "jobs": listed,
         "page_error": page_error,
-        "rows": job_history.history_rows(listed.object_list, now, priced=True),
+        "rows": rows,
+        # The rows whose start and elapsed read "–" beside GPUs, GPU-h and nodes, said as qm says them.
+        "ended_waiting_again": history_text.ended_waiting_after_requeue(
+            [row.job.pk for row in rows if history_text.ended_waiting_again(row.job.started_at, row.last_run_gpus)]),
         "totals": summary.totals,
         "total_cost_usd": summary.cost_usd,
     })
