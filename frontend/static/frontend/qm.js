@@ -1449,7 +1449,8 @@
   /* A field typed in hours or minutes that the API takes in seconds: the API's words on it say
      each amount in the field's unit. Its bare bound ("Ensure this value is greater than or equal
      to 1.") and every "N s" become hours or minutes ("200 h"; one not whole to three figures
-     keeps its seconds: "0.000278 h (1 s)"); the days the API adds after an amount ("720000 s
+     keeps its seconds: "1.51 h (5432 s)", and one under a whole unit is said in seconds alone:
+     "at least 1 s", not "0.000278 h (1 s)"); the days the API adds after an amount ("720000 s
      (8.3 days)", "(604800 s), which is 7 days") go, the field's unit saying it. Under *Runtime
      limit (hours)* it said "720000 s (8.3 days) is beyond the maximum … (604800 s)" of 200 hours
      typed. Other words are left as they are. */
@@ -1458,6 +1459,7 @@
   function inUnit(seconds, unit) {
     var n = Number(seconds);
     var amount = Number((n / unit[0]).toPrecision(3));
+    if (Math.abs(n) < unit[0] && amount * unit[0] !== n) return n + " s";
     return amount + " " + unit[1] + (amount * unit[0] === n ? "" : " (" + n + " s)");
   }
 
