@@ -481,7 +481,7 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
         outcome = _behind_promises(ctx, spec, admitted[0].gpu_type, outcome, smallest.gpus)
         explained = explained_option(admitted)
         elsewhere = (*(_behind_promises(ctx, spec, o.gpu_type, _untried_on(
-            ctx, spec, smallest, ctx.placer.union(o.member_classes), needs_whole=shape.needs_whole),
+            ctx, spec, smallest, o.member_classes, needs_whole=shape.needs_whole),
             smallest.gpus) for o in _other_types(explained, admitted)),
             *_over_quota_types(ctx, spec, shape, explained, admitted))
         if elsewhere:
@@ -1018,27 +1018,28 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
         mixed = next((o for o in options if o.gpu_type is None), None)
         refusal = split_refusal(ctx, spec, mixed, demand) if split_refused and mixed else None
         return quota_outcome(ctx, spec, options, refusal, demand, needs_whole, split_refused)
-    return _untried_on(ctx, spec, demand, ctx.placer.union(explained_option(admitted).member_classes),
-                       needs_whole)
+    return _untried_on(ctx, spec, demand, explained_option(admitted).member_classes, needs_whole)
 
 
-def _untried_on(ctx: CycleContext, spec: JobSpec, demand: Demand, classes: tuple[int, ...],
-                needs_whole: bool) -> Outcome:
-    """Why a job the cycle had no placement attempts left for waits on these classes."""
+def _untried_on(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                member_classes: tuple[tuple[int, ...], ...], needs_whole: bool) -> Outcome:
+    """Why a job the cycle had no placement attempts left for waits on these classes (its
+    members', as the cycle would try them)."""
+    classes = ctx.placer.union(member_classes)
     free = ctx.state.free_in(FLEET, 0, classes) - _free_on(
         ctx, ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s), classes)
     if free < demand.gpus:
         kind = type_names(ctx, classes)
         message, would = short_of_gpus(ctx, demand.gpus, free, kind, classes)
         return Outcome(ReasonCode.INSUFFICIENT_GPUS, message, True, would, demand=demand,
-                       classes=classes, needs_whole_node=needs_whole)
+                       classes=classes, needs_whole_node=needs_whole, member_classes=member_classes)
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
         f"Not tried this cycle: the cycle's "
         f"{counted(ctx.config.max_placement_attempts, 'placement attempt')} went to jobs ahead of it "
         f"in the queue.",
         True, "jobs ahead of it start or leave the queue",
-        demand=demand, classes=classes, needs_whole_node=needs_whole,
+        demand=demand, classes=classes, needs_whole_node=needs_whole, member_classes=member_classes,
     )
 
 

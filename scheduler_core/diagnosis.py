@@ -218,7 +218,7 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
 
     def out(code: ReasonCode, message: str, would: str) -> Outcome:
         return Outcome(code, message, True, would, demand=demand, classes=union,
-                       needs_whole_node=needs_whole)
+                       needs_whole_node=needs_whole, member_classes=member_classes)
 
     if blocked_by_head and ctx.head is not None:
         head = ctx.head

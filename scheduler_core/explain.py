@@ -154,7 +154,7 @@ class _Explainer:
                               tuple[Member, ...]],
                         tuple[float | None, bool]] = {}
         # per packed heterogeneous gang, classes and score plugin: the frame it is placed at
-        self.placed: dict[tuple[Demand, tuple[int, ...], str], int | None] = {}
+        self.placed: dict[tuple[Demand, tuple[tuple[int, ...], ...], str], int | None] = {}
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
         self.cums: Cumulative = {}
@@ -220,7 +220,7 @@ class _Explainer:
         elif code in PROTECTED_CODES and outcome.demand is not None:
             # the time its victims' protection lifts (and they stop), unless the GPUs free up
             # earlier by runtime limits anyway
-            freed = self._capacity_eta(spec, outcome.demand, outcome.classes)[0]
+            freed = self._capacity_eta(spec, outcome.demand, outcome.classes, _tried_on(outcome))[0]
             if freed is not None and base is not None and freed < base:
                 base = freed
         position_free: str | None = None
@@ -327,11 +327,14 @@ class _Explainer:
                 would_start_if=would)))
         return worded[0]._replace(on_types=tuple(worded))
 
-    def _capacity_eta(self, spec: JobSpec, d: Demand, classes: tuple[int, ...]
-                      ) -> tuple[float | None, bool]:
+    def _capacity_eta(self, spec: JobSpec, d: Demand, classes: tuple[int, ...],
+                      members: tuple[tuple[int, ...], ...] = ()) -> tuple[float | None, bool]:
         """(The first release time at which the gang fits, by the counts; or ``None`` with
         whether it fits now.) A packed heterogeneous gang is placed as well, from the first
-        time its counts fit (:meth:`_placed_frame`)."""
+        time its counts fit (:meth:`_placed_frame`), each member on its classes of
+        ``members`` when given; so is a gang on distinct nodes whose ``members`` are
+        narrower than the classes its counts take each member to be capable of (its quota
+        split it, ``Outcome.member_classes``)."""
         width = self.ctx.state.widest(classes)
         key = (d.gpus, d.node_needs(width), classes, d.topology, d.distinct_nodes,
                d.members if d.distinct_nodes and len(d.members) > 1 else ())
@@ -346,30 +349,49 @@ class _Explainer:
             else:
                 found = self.etas[key] = (timeline.eta(d, classes), timeline.fits_at(d, classes, 0))
         counted_eta, fits_now = found
-        if not _packed_roles(d) or (counted_eta is None and not fits_now):
+        if counted_eta is None and not fits_now:
+            return found
+        placed_on = self._placed_on(d, classes, members)
+        if placed_on is None:
             return found
         times = self._timeline().times
-        frame = self._placed_frame(spec, d, classes,
+        frame = self._placed_frame(spec, d, placed_on,
                                    0 if counted_eta is None else bisect_left(times, counted_eta))
         if frame is None:
             return None, False
         return (None, True) if frame == 0 else (times[frame], False)
 
-    def _placed_frame(self, spec: JobSpec, d: Demand, classes: tuple[int, ...], first: int) -> int | None:
-        """For a packed heterogeneous gang (:func:`_packed_roles`): the first frame of the
-        release timeline from ``first`` (where its counts first fit) at which the placer
-        places it, each member on the classes of ``classes`` it is capable of
+    def _placed_on(self, d: Demand, classes: tuple[int, ...], members: tuple[tuple[int, ...], ...]
+                   ) -> tuple[tuple[int, ...], ...] | None:
+        """The classes of each member a gang is placed on along the release timeline
+        (:meth:`_placed_frame`), or ``None`` when its counts alone tell its start. A packed
+        heterogeneous gang (:func:`_packed_roles`) is placed on ``members`` (those the cycle
+        tries it on, ``Outcome.member_classes``), else each member on the classes of
+        ``classes`` it is capable of. A gang on distinct nodes is counted exactly, each member
+        on those capable classes (``ReleaseTimeline.node_sets``): placed only when its quota
+        narrowed ``members`` (an a100 node freeing at t=1000 for each member was counted for
+        a gang whose second member the cycle tries on h100 alone)."""
+        if not _packed_roles(d) and not (members and d.distinct_nodes and len(d.members) > 1):
+            return None
+        wanted = set(classes)
+        capable = tuple(tuple(c for c in capable_classes(self.ctx, m) if c in wanted) for m in d.members)
+        if _packed_roles(d):
+            return members or capable
+        return members if members != capable else None
+
+    def _placed_frame(self, spec: JobSpec, d: Demand, member_classes: tuple[tuple[int, ...], ...],
+                      first: int) -> int | None:
+        """For a gang :meth:`_placed_on` places: the first frame of the release timeline from
+        ``first`` (where its counts first fit) at which the placer places it, each member on
+        its ``member_classes``
         (:meth:`ReleaseTimeline.placed_frame`; memoised per gang, classes and score plugin).
         The counts pool the classes of all its members and count nodes by their GPUs: until
         7 Dec a trainer of 4 h100 GPUs with a worker of 1 a100 GPU was told t=1000, when an
         a100 node freed, and started at t=2000, when the h100 node had room for the trainer."""
         score = self.ctx.plugins.score_by_workload[spec.workload]
-        key = (d, classes, score.NAME)
+        key = (d, member_classes, score.NAME)
         if key in self.placed:
             return self.placed[key]
-        wanted = set(classes)
-        member_classes = tuple(tuple(c for c in capable_classes(self.ctx, m) if c in wanted)
-                               for m in d.members)
         frame = None
         if all(member_classes):
             frame = self._timeline().placed_frame(PlacementRequest(d, member_classes, score), first)
@@ -392,11 +414,12 @@ class _Explainer:
                 # the counts fit in one domain, the members do not: its next release there
                 timeline = self._timeline()
                 frame = timeline.domain_frame(d, outcome.classes)
-                if frame is not None and _packed_roles(d):
-                    frame = self._placed_frame(spec, d, outcome.classes, frame)
+                placed_on = self._placed_on(d, outcome.classes, _tried_on(outcome))
+                if frame is not None and placed_on is not None:
+                    frame = self._placed_frame(spec, d, placed_on, frame)
                 base, capacity_now = None if frame is None else timeline.times[frame], False
             else:
-                base, capacity_now = self._capacity_eta(spec, d, outcome.classes)
+                base, capacity_now = self._capacity_eta(spec, d, outcome.classes, _tried_on(outcome))
             capacity_part = (base, capacity_now)
         if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
             quota_at = self._quota_time(spec, outcome, outcome.quota_type)
@@ -1006,6 +1029,17 @@ class _DrainLine:
         if rate > 0:
             return self.times[i] + (work - area[i]) / rate
         return self.times[i] if area[i] >= work else None
+
+
+def _tried_on(outcome: Outcome) -> tuple[tuple[int, ...], ...]:
+    """The classes the cycle tried each member of the outcome's gang on
+    (``Outcome.member_classes``), when they are those of its ``classes`` (an outcome worded
+    on another type's classes keeps its own members' none of); else ``()``."""
+    members = outcome.member_classes
+    if members and len(members) == len(outcome.demand.members if outcome.demand else ()) \
+            and {c for cls in members for c in cls} == set(outcome.classes):
+        return members
+    return ()
 
 
 def _packed_roles(d: Demand) -> bool:

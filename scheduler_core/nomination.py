@@ -230,7 +230,7 @@ def protected_outcome(ctx: CycleContext, protected: Protected, demand: Demand,
         else "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
         eta=None if lifts is None else lifts[1],
         demand=demand, classes=ctx.placer.union(member_classes),
-        needs_whole_node=needs_whole,
+        needs_whole_node=needs_whole, member_classes=member_classes,
     )
 
 

@@ -65,6 +65,15 @@ class Outcome(NamedTuple):
     protected victims, a type whose search met a protection is told that protection
     (``cycle._protected_on_types``). After them, each type its quota refuses now but could
     admit, as the ``QuotaExceeded`` of a job of that type alone (``cycle._over_quota_types``)."""
+    member_classes: tuple[tuple[int, ...], ...] = ()
+    """For a gang: the node classes the cycle tried each member on (the option's, one per
+    member), whose union is ``classes``. Narrower than each member's capable classes among
+    ``classes`` when its team's quota split a mixed-type option, each member held to one type
+    (``admission.quota_split``): phase 7 places a packed heterogeneous gang on these. Until
+    7 Dec it placed each member on every class of ``classes`` it is capable of: members of 4
+    GPUs taking a100 or h100, held to a100 and h100 by 4 GPUs of quota on each, were told
+    t=1000, when an a100 node had room for both, and started at t=3000, when the h100 node
+    freed. ``()``: each member on its capable classes among ``classes``."""
     note: str = ""
     """For an outcome of ``elsewhere``: a sentence phase 7 tells after the words naming the
     type it would start first on (the type's "Its team's lent quota is not reclaimed: …",

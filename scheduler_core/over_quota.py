@@ -181,6 +181,7 @@ def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, .
         words.remedy,
         demand=demand,
         classes=ctx.placer.union(words.option.member_classes),
+        member_classes=words.option.member_classes,
         needs_whole_node=needs_whole,
         quota_type=words.option.gpu_type,
         # a lead comes only with several types' verdicts, each for demand.gpus; the remedy's

@@ -320,3 +320,25 @@ def test_packed_role_gang_is_told_the_start_a_node_has_room_for_its_trainers_cpu
                  .limit(600))
     )
     assert eta_and_start(cluster) == (2000.0, 2000.0)
+
+
+
+# Two members of 4 GPUs, each taking a100 or h100; team ml has 4 GPUs of quota on each type,
+# so the cycle tries member a on a100 only and member b on h100 only (admission.quota_split).
+# n0 and n1 (a100) free at t=1000, h0 (h100) at t=3000. Until 7 Dec its estimate took each
+# member on every class among the split's it is capable of, both on a100 (n0, or n0 and n1 on
+# distinct nodes), and told t=1000; it starts at t=3000, when h0 has room for b.
+@pytest.mark.parametrize("distinct", [False, True], ids=["packed", "distinct-nodes"])
+def test_role_gang_split_by_its_quota_is_told_the_start_of_the_split_it_is_tried_on(distinct):
+    job = make_job("g").team("ml").roles(role("a", 1, 4, "a100", "h100"), role("b", 1, 4, "a100", "h100")).limit(600)
+    cluster = (
+        make_cluster().nodes(2).nodes(1, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "a100", 4).quota("ml", "h100", 4).quota("ops", "a100", 16).quota("ops", "h100", 8)
+        .running(make_running(make_job("a0").team("ops").gpus(8).limit(1000)).whole("n0"),
+                 make_running(make_job("a1").team("ops").gpus(8).limit(1000)).whole("n1"),
+                 make_running(make_job("b").team("ops").types("h100").gpus(8).limit(3000)).whole("h0"))
+        .pending(job.distinct_nodes() if distinct else job)
+    )
+    first, starts = evolve(cluster.snapshot(), NO_BACKFILL)
+    assert why(first, "g").code is ReasonCode.INSUFFICIENT_GPUS
+    assert (why(first, "g").eta, starts.get("g")) == (3000.0, 3000.0)
