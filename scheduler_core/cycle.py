@@ -720,8 +720,12 @@ def _protected_on_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, misse
                         protected: ProtectedWays) -> Outcome:
     """A job whose way in by preemption protected victims stand in, on the option it is
     explained on (``explained_option``). A heterogeneous gang explained on its option mixing
-    types is told the first protection met, on its first admitted option's classes (not yet
-    judged over the mixed option's). On one-type options, each GPU type it may start on is
+    types is judged on it: the protection its search met mixing types (else the first met),
+    lifting when it lifts unless the mixed option's classes, as the cycle tries its members on
+    them, free earlier by runtime limits. (Until 7 Dec on its first admitted option's classes:
+    learner and worker taking a100 or h100, v protected on a100 until t=4230, an a100 node
+    free and the h100 node free at t=2000, it was told t=4230 and started at t=2000.) On
+    one-type options, each GPU type it may start on is
     judged as a job of that type alone: the protection of the victims its search met on that
     type's GPUs (when that protection lifts, unless they free earlier by runtime limits),
     else why it found no room there (``diagnose``); the first admitted type's outcome leads,
@@ -734,9 +738,13 @@ def _protected_on_types(ctx: CycleContext, spec: JobSpec, shape: JobShape, misse
     assert misses.admitted_option is not None
     explained = explained_option(misses.admitted_options)
     ways = protected.ways
-    if explained.gpu_type is None or not any(w.gpu_type is not None for w, _ in ways):
-        # (a protection met only mixing types, or a gang explained mixing them: the first
-        # protection met, on its first admitted option's classes, as before)
+    if explained.gpu_type is None:
+        # a gang explained mixing types is judged mixing them: the protection its search met
+        # there (else the first met), on the classes the cycle tries its members on
+        mixing = next((p for w, p in ways if w.gpu_type is None), protected.first)
+        return protected_outcome(ctx, mixing, smallest, explained.member_classes, needs_whole)
+    if not any(w.gpu_type is not None for w, _ in ways):
+        # (a protection met only mixing types: the first, on its first admitted option's classes)
         return protected_outcome(ctx, protected.first, smallest, misses.admitted_option.member_classes,
                                  needs_whole)
     # (its first admitted type leads, as before: its run counts there for the jobs behind it)

@@ -229,3 +229,30 @@ def test_lone_job_taking_either_type_over_quota_on_one_is_never_told_a_start_aft
     if d.eta is not None and "d" in starts:
         event("told its start" if d.eta == starts["d"] else "told earlier")
         assert d.eta <= starts["d"], (d, starts["d"])
+
+
+# A gang whose learner and worker (8 GPUs each) take a100 or h100 is explained on its option
+# mixing types (it offers each member every class its one-type options do). v (low, grace
+# 30 s) holds n0 (a100), protected by its minimum runtime until t=4200; n1 (a100) is free;
+# b (high) holds h0 (h100) until t=2000: the gang starts at t=2000 on n1 and h0. Until 7 Dec
+# it was judged on its first admitted option's classes (a100 alone), where v's GPUs free at
+# t=20600: told t=4230, when v's protection lifts.
+def test_a_gang_explained_mixing_types_kept_out_by_protected_victims_is_judged_mixing_them():
+    from engine_builders import role
+
+    snap = (
+        make_cluster().nodes(2).nodes(1, gpu_type="h100", prefix="h").at(1000)
+        .priority("low", 10, grace_period_s=30, min_runtime_s=3600)
+        .running(make_running(make_job("v").priority("low").types("a100").gpus(8).limit(20000))
+                 .whole("n0").started(600),
+                 make_running(make_job("b").priority("high").types("h100").gpus(8).limit(2000))
+                 .whole("h0").started(0))
+        .pending(make_job("h").priority("high").roles(role("learner", 1, 8, "a100", "h100"),
+                                                      role("w", 1, 8, "a100", "h100")).limit(3600))
+        .snapshot()
+    )
+    first, starts = evolve(snap, NO_BACKFILL)
+    assert first.preemptions == ()
+    h = why(first, "h")
+    assert h.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
+    assert (h.eta, starts.get("h")) == (2000.0, 2000.0)
