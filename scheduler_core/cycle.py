@@ -700,7 +700,7 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
     maintenance = maintenance_outcome(ctx, spec, requests, needs_whole)
     # 5. reserve: the first job that cannot start gets the EASY reservation
     if not misses.blocked_by_head and may_search(ctx):
-        reserved = reserve_first(ctx, spec, requests, needs_whole, maintenance)
+        reserved = reserve_first(ctx, spec, requests, needs_whole, maintenance, options, score)
         ctx.timed("reserve_backfill", mark)
         if reserved:
             return

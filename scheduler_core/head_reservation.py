@@ -39,15 +39,28 @@ def may_search(ctx: CycleContext) -> bool:
 
 
 def reserve_first(ctx: CycleContext, spec: JobSpec, requests: list[PlacementRequest],
-                  needs_whole: bool, maintenance: Outcome | None) -> bool:
-    """The first job that cannot start gets the reservation, on the GPU type (of
-    ``requests``) that frees first. A job that only maintenance keeps from starting now keeps
-    that reason, with the reservation's start as its ETA."""
+                  needs_whole: bool, maintenance: Outcome | None,
+                  options: tuple[TypeOption, ...] = (), score: ScorePlugin | None = None) -> bool:
+    """The first job that cannot start gets the reservation, on the GPU type that frees
+    first: of ``requests`` (its quota admits them now), or of its ``options`` its quota
+    refuses now but its team's (or cohort's) jobs release by their runtime limits, from when
+    both the GPUs and the quota are there (:func:`reserve_over_quota`). A job that only
+    maintenance keeps from starting now keeps that reason, with the reservation's start as
+    its ETA. Until 7 Dec only the types admitted now were weighed: a job taking a100 or
+    h100, its a100 node busy until t=5000 and its team's h100 quota back at t=1000 with an
+    h100 node free, held a reservation on a100 from t=5000, was told t=5000 and started at
+    t=1000 on h100, no GPUs held for it there."""
     ctx.reservation_searches += 1
-    found = _earliest_reservation(ctx, spec, [(request, None) for request in requests])
+    candidates: list[_Candidate] = [(request, None) for request in requests]
+    if score is not None and requests:
+        candidates += _over_quota_candidates(ctx, spec, requests[0].demand, options, score)
+    found = _earliest_reservation(ctx, spec, candidates)
     if found is None:
         return False
-    reservation, request, _ = found
+    reservation, request, chosen = found
+    if chosen is not None:
+        _settle_over_quota(ctx, spec, reservation, chosen, request.demand, needs_whole)
+        return True
     hold(ctx, reservation)
     _settle_reserved(ctx, spec, reservation, request, needs_whole)
     ctx.head_maintenance = maintenance
@@ -108,6 +121,23 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
     team whose quota is full of its own work starves its large jobs behind its small ones."""
     if not may_search(ctx):
         return False
+    candidates = _over_quota_candidates(ctx, spec, demand, options, score)
+    if not candidates:
+        return False
+    ctx.reservation_searches += 1
+    found = _earliest_reservation(ctx, spec, candidates)
+    if found is None:
+        return False
+    reservation, _, chosen = found
+    assert chosen is not None
+    _settle_over_quota(ctx, spec, reservation, chosen, demand, needs_whole)
+    return True
+
+
+def _over_quota_candidates(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                           options: tuple[TypeOption, ...], score: ScorePlugin) -> list[_Candidate]:
+    """The one-type options its quota refuses now whose quota its team's running jobs (or
+    else its cohort's) release by their runtime limits, each with when."""
     candidates: list[_Candidate] = []
     for option in options:
         gpu_type = option.gpu_type
@@ -128,14 +158,14 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         if lifts_at is not None:
             candidates.append((PlacementRequest(demand, option.member_classes, score),
                                (option, verdict, shortage, lifts_at)))
-    if not candidates:
-        return False
-    ctx.reservation_searches += 1
-    found = _earliest_reservation(ctx, spec, candidates)
-    if found is None:
-        return False
-    reservation, _, chosen = found
-    assert chosen is not None
+    return candidates
+
+
+def _settle_over_quota(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation,
+                       chosen: tuple[TypeOption, QuotaVerdict, int, float], demand: Demand,
+                       needs_whole: bool) -> None:
+    """``spec`` holds the reservation on a GPU type its quota refuses now, from when its
+    team's (or cohort's) jobs have released that quota and the GPUs are free."""
     option, verdict, shortage, _ = chosen
     gpu_type = option.gpu_type
     assert gpu_type is not None
@@ -160,7 +190,6 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole, quota_type=gpu_type,
     )
-    return True
 
 
 def _promised_words(gpus: int) -> str:

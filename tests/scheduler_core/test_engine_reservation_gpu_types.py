@@ -56,3 +56,26 @@ def test_head_reservation_over_quota_goes_to_the_type_whose_quota_frees_first():
     j = why(plan, "j")
     assert j.code is ReasonCode.WAITING_FOR_RESERVATION
     assert "a100 GPU" in j.message and j.eta == 7200.0
+
+
+def test_head_reservation_goes_to_a_type_its_quota_refuses_now_when_that_type_starts_it_first():
+    # g takes a100 or h100 (8 GPUs). a100: its quota admits it, n0 busy until t=5000. h100:
+    # ml's own xh holds its 8 GPUs of quota until t=1000, when h0 frees too. Until 7 Dec only
+    # the types admitted now were weighed: g held n0 from t=5000, was told t=5000, and started
+    # at t=1000 on h100, with no GPUs held for it there.
+    from test_engine_explain_eta import evolve
+
+    cluster = (
+        make_cluster().nodes(1).nodes(2, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "a100", 8).quota("ml", "h100", 8).quota("ops", "a100", 8)
+        .running(make_running(make_job("a").team("ops").gpus(8).limit(5000)).whole("n0"),
+                 make_running(make_job("xh").team("ml").types("h100").gpus(8).limit(1000)).whole("h0"))
+        .pending(make_job("g").team("ml").types("a100", "h100").gpus(8).limit(600))
+    )
+    first, starts = evolve(cluster.snapshot(), EASY)
+    [reservation] = first.reservations
+    assert reservation.start_at == 1000.0
+    assert {p.node for p in reservation.placements} <= {"h0", "h1"}
+    g = why(first, "g")
+    assert (g.code, g.eta, starts.get("g")) == (ReasonCode.WAITING_FOR_RESERVATION, 1000.0, 1000.0)
+    assert "the 8 h100 GPUs its quota lacks now" in g.message
