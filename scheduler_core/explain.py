@@ -322,8 +322,10 @@ class _Explainer:
             if o.lending_free_at is None:  # (the promises' words end it: nothing after them)
                 would = ", or ".join([would, *(x.would_start_if for i, x in enumerate(outcomes) if i != k)])
             note = f" {o.note}" if o.note else ""
+            # (a gang's option its quota split holds each member to one of these types)
+            mixing = ", its members on different types" if o.member_classes and "/" in name else ""
             worded.append(self.word(spec, o._replace(
-                message=f"{o.message}{FIRST_ON} {name} GPUs (it also takes {also}).{note}",
+                message=f"{o.message}{FIRST_ON} {name} GPUs{mixing} (it also takes {also}).{note}",
                 would_start_if=would)))
         return worded[0]._replace(on_types=tuple(worded))
 
@@ -526,7 +528,10 @@ class _Explainer:
         good, in forward runs of the 1,000-GPU benchmark fleets (the drain line does not know
         which type's queue a job of several joins)."""
         first = w.on_types[0]
-        if spec.array_task_limit is None:
+        if spec.array_task_limit is None and not any(
+                set(first.classes) & set(alt.classes) for alt in w.on_types[1:]):
+            # (a gang's mixed option shares classes with its one-type options: placed first for
+            # good, its run on them was work queued ahead of itself there)
             return self._place_first_room_fast(spec, w, position)
         best, start = first, math.inf
         for alt in w.on_types:
@@ -563,7 +568,9 @@ class _Explainer:
     def _place_first_room_fast(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """:meth:`_place_first_room` for a job of no array (thousands a cycle): its first type
         placed for good at once (a one-type option's classes are its type's alone, so what it
-        counts there changes no other type's terms), and another type's start sought only
+        counts there changes no other type's terms; not so a gang's mixed option, whose
+        classes overlap them: :meth:`_place_first_room` then weighs each dry first), and
+        another type's start sought only
         where its own estimate is earlier (the later terms only delay it)."""
         told = self.place(spec, w.on_types[0], position)
         start = told.eta

@@ -342,3 +342,26 @@ def test_role_gang_split_by_its_quota_is_told_the_start_of_the_split_it_is_tried
     first, starts = evolve(cluster.snapshot(), NO_BACKFILL)
     assert why(first, "g").code is ReasonCode.INSUFFICIENT_GPUS
     assert (why(first, "g").eta, starts.get("g")) == (3000.0, 3000.0)
+
+
+# Two members of 8 GPUs, each taking a100 or h100; team ml may hold 8 a100 and 16 h100 GPUs.
+# Its h100 option holds the whole gang; its mixed option, split by the a100 quota, puts a on
+# a100 and b on h100 (admission.quota_split), offering b less than the h100 option, so the
+# gang is explained on h100. n0 (a100) is free, h0 (h100) frees at t=1000, h1 at t=3000: it
+# starts at t=1000 on n0 and h0. Until 7 Dec the split option was left out of its earliest
+# start, and it was told t=3000, when both h100 nodes free.
+@pytest.mark.parametrize("distinct", [False, True], ids=["packed", "distinct-nodes"])
+def test_role_gang_explained_on_one_type_is_told_the_earlier_start_of_its_split_option(distinct):
+    job = make_job("g").team("ml").roles(role("a", 1, 8, "a100", "h100"), role("b", 1, 8, "a100", "h100")).limit(600)
+    cluster = (
+        make_cluster().nodes(1).nodes(2, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "a100", 8).quota("ml", "h100", 16).quota("ops", "h100", 16)
+        .running(make_running(make_job("b0").team("ops").types("h100").gpus(8).limit(1000)).whole("h0"),
+                 make_running(make_job("b1").team("ops").types("h100").gpus(8).limit(3000)).whole("h1"))
+        .pending(job.distinct_nodes() if distinct else job)
+    )
+    first, starts = evolve(cluster.snapshot(), NO_BACKFILL)
+    g = why(first, "g")
+    assert g.code is ReasonCode.INSUFFICIENT_GPUS
+    assert "It would start first on its a100/h100 GPUs, its members on different types" in g.message
+    assert (g.eta, starts.get("g")) == (1000.0, 1000.0)
