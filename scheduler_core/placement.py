@@ -20,6 +20,9 @@ Algorithm for a gang (``Placer.place``):
 3. A gang whose plugin spreads (serving): members are placed one by one over the whole fleet
    (or the constrained domain) with the spread score, which avoids failure domains the gang
    already uses.
+4. When that greedy order fails in a domain: a gang on distinct nodes whose shapes do not nest
+   is matched to nodes (``_match``); a packed gang of members of more than one shape is
+   searched for by bounded backtracking (``_search``).
 
 Every tentative allocation is taken on the state under a probe holder and released again, so
 the state is unchanged when ``place`` returns; the caller commits the grants it returns.
@@ -44,6 +47,10 @@ DOMAINS_PER_SCOPE = 3
 """Successful allocations compared per topology level before choosing the cheapest."""
 FAILED_DOMAINS_PER_SCOPE = 6
 """Domains that pass the free-GPU check but fail member by member, tried per level."""
+SEARCH_STEPS = 64
+"""Members :meth:`Placer._search` may take on a node, in all, for one gang in one domain."""
+SEARCH_LOOKS = 128
+"""Nodes it looks at for one member at one step (hundreds of nodes may be alike)."""
 
 _PROBE: Holder = (HOLD, "\x00probe")
 
@@ -384,11 +391,16 @@ class Placer:
                     if not self._place_member(level, domain, m, cls, req.score, gang)
                 ]
             if leftover:
-                if not self._crossed(req):
-                    return None
                 # the greedy order (largest first) can take a node a smaller member needed
-                self.state.release(_PROBE)
-                if not self._match(level, domain, req):
+                if self._crossed(req):
+                    self.state.release(_PROBE)
+                    if not self._match(level, domain, req):
+                        return None
+                elif self._mixed(req):
+                    self.state.release(_PROBE)
+                    if not self._search(level, domain, req):
+                        return None
+                else:
                     return None
             placed = True
             return list(self.state.holdings.get(_PROBE, []))
@@ -416,6 +428,102 @@ class Placer:
                       for m, cls in zip(req.demand.members, req.member_classes, strict=True)]
             found = self._crossed_gangs[key] = any(
                 not a.dominates(b) for a, b in zip(shapes, shapes[1:], strict=False))
+        return found
+
+    @staticmethod
+    def _mixed(req: PlacementRequest) -> bool:
+        """Is this a packed gang whose members are not all of one shape (GPUs, CPUs, memory
+        and classes)? Placing members of one shape one by one finds room for all of them
+        whenever there is (each takes one member's room on one node, wherever it goes); for
+        the others it may not."""
+        if req.demand.distinct_nodes:
+            return False
+        members, classes = req.demand.members, req.member_classes
+        first, cls = members[0], classes[0]
+        return any(m.gpus != first.gpus or m.cpus != first.cpus or m.memory_gb != first.memory_gb
+                   or c != cls for m, c in zip(members, classes, strict=True))
+
+    def _search(self, level: int, domain: int, req: PlacementRequest) -> bool:
+        """Every member of a packed gang in ``domain`` by a bounded backtracking search, taken
+        under the probe holder in the members' order; False, the state unchanged, if it finds
+        none. The member with the fewest admissible nodes goes next (one with none ends the
+        branch), tried on one node of each kind (:meth:`_kinds`) in its score plugin's bucket
+        order; :data:`SEARCH_STEPS` members taken in all. Asked only when placing largest first
+        failed for a gang whose members are not all of one shape (:meth:`_mixed`): a member
+        of 5 GPUs took a node that had the 5 GPUs but not the CPUs its 1-GPU member of 4 CPUs
+        needed, which only the other node had."""
+        state = self.state
+        members, classes, score = req.demand.members, req.member_classes, req.score
+        pending = list(range(len(members)))
+        chosen: dict[int, int] = {}
+        steps = SEARCH_STEPS
+
+        def fit() -> bool:
+            nonlocal steps
+            if not pending:
+                return True
+            nodes: list[int] | None = None
+            at = 0
+            looked: set[tuple[Member, tuple[int, ...]]] = set()
+            for k, i in enumerate(pending):
+                shape = (members[i], classes[i])
+                if shape in looked:
+                    continue
+                looked.add(shape)
+                found = self._kinds(level, domain, members[i], classes[i], score)
+                if not found:
+                    return False
+                if nodes is None or len(found) < len(nodes):
+                    nodes, at = found, k
+            assert nodes is not None
+            i = pending.pop(at)
+            m = members[i]
+            for n in nodes:
+                if steps <= 0:
+                    break
+                steps -= 1
+                mask = choose_gpus(state.free_mask[n], state.nodes[n].gpus, m.gpus)
+                state.take(_PROBE, Grant(n, mask, m.cpus, m.memory_gb, m.role))
+                if fit():
+                    chosen[i] = n
+                    return True
+                state.give_back_last(_PROBE)
+            pending.insert(at, i)
+            return False
+
+        if not fit():
+            return False
+        # taken again in the members' order, as every other way of placing takes them
+        state.release(_PROBE)
+        gang = self._seeded(req)
+        for i in range(len(members)):
+            self._take_on(chosen[i], members[i], gang)
+        return True
+
+    def _kinds(self, level: int, domain: int, member: Member, classes: tuple[int, ...],
+               score: ScorePlugin) -> list[int]:
+        """One admissible node for ``member`` in the domain of each kind (class and free
+        GPUs, CPUs and memory: nodes alike for every member of the gang), in the score
+        plugin's bucket order, among the first :data:`SEARCH_LOOKS` nodes of its classes
+        with room for its GPUs."""
+        state = self.state
+        free_cpus, free_mem = state.free_cpus, state.free_mem
+        kinds: set[tuple[int, int, int, int]] = set()
+        found: list[int] = []
+        looks = SEARCH_LOOKS
+        for free in score.bucket_order(member.gpus, state.widest(classes)):
+            for c in classes:
+                buckets = state.buckets.get((level, domain, c))
+                if buckets is None or free >= len(buckets):
+                    continue
+                for n in buckets[free]:
+                    looks -= 1
+                    if looks < 0:
+                        return found
+                    kind = (c, free, free_cpus[n], free_mem[n])
+                    if kind not in kinds and self._admits(n, member):
+                        kinds.add(kind)
+                        found.append(n)
         return found
 
     def _match(self, level: int, domain: int, req: PlacementRequest) -> bool:

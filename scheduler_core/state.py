@@ -309,6 +309,14 @@ class ClusterState:
             self._give_back(grant)
         return grants
 
+    def give_back_last(self, holder: Holder) -> None:
+        """Free the grant ``holder`` took last (a search undoing its last step)."""
+        held = self.holdings[holder]
+        grant = held.pop()
+        if not held:
+            del self.holdings[holder]
+        self._give_back(grant)
+
     def transfer(self, giver: Holder, holder: Holder) -> None:
         """Give everything ``giver`` holds to ``holder``: the state ends as after
         ``release(giver)`` and taking each of its grants for ``holder`` in order."""

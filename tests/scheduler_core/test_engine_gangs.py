@@ -323,6 +323,29 @@ def test_packed_role_gang_is_told_the_start_a_node_has_room_for_its_trainers_cpu
 
 
 
+# All or nothing must not refuse a gang that fits. Two h100 nodes; n1's running job leaves it 1
+# or 2 of its 64 CPUs free. The gang: a member of 1 GPU asking 4 CPUs and one of 5 GPUs asking none. It
+# fits now only with the 5-GPU member on n1 and the small one on n0. Until 7 Dec the placer
+# put the larger member first where its score plugin liked it best, n0 (spread: 5 GPUs free
+# on each node, the first; pack: n0 with 5 free is the best fit, n1 has 6), and then found no
+# node for the small one: told its GPUs were "spread too thinly", it waited until t=1000.
+@pytest.mark.parametrize(("workload", "free_on_n1"), [("serving", 5), ("training", 6)])
+def test_packed_gang_that_fits_is_placed_even_where_its_largest_member_first_would_not(
+        workload, free_on_n1):
+    busy_on_n1 = 8 - free_on_n1
+    cluster = (
+        make_cluster().nodes(2, gpu_type="h100").at(0)
+        .running(make_running(make_job("a").types("h100").gpus(3).limit(1000)).on("n0", 0, 1, 2),
+                 make_running(make_job("b").types("h100").gpus(busy_on_n1).cpus_per_gpu(63 // busy_on_n1)
+                              .limit(1000)).on("n1", *range(busy_on_n1)))
+        .pending(make_job("g").roles(GangRole("small", 1, 1, ("h100",), 0, 4, 0),
+                                     GangRole("big", 1, 5, ("h100",), 0, 0, 0))
+                 .workload(workload).limit(600))
+    )
+    plan = cluster.plan()
+    assert {p.role: p.node for p in bound(plan).get("g", [])} == {"small": "n0", "big": "n1"}
+
+
 # Two members of 4 GPUs, each taking a100 or h100; team ml has 4 GPUs of quota on each type,
 # so the cycle tries member a on a100 only and member b on h100 only (admission.quota_split).
 # n0 and n1 (a100) free at t=1000, h0 (h100) at t=3000. Until 7 Dec its estimate took each
