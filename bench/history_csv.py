@@ -129,6 +129,47 @@ def download(tree: Path, forgetting: bool) -> dict[str, Any]:
     return result
 
 
+def tree_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every history bench of two trees takes (this one and history_export.py)."""
+    parser.add_argument("--against", type=Path, required=True, help="another checkout: the code compared with")
+    parser.add_argument("--jobs", type=int, nargs="+", default=[20_000, 100_000])
+    parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=11)
+
+
+def prepare_database(script: str) -> None:
+    """Django set up on this tree, on PostgreSQL only, migrated."""
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        raise SystemExit(f"{script} needs PostgreSQL; run it under scripts/test-services.sh")
+    call_command("migrate", verbosity=0)
+
+
+def build_history(count: int, days: int, seed: int) -> tuple[dict[str, Any], int, float]:
+    """bench/history_cost.py's jobs, their day rollups and every ended job's cost remembered,
+    committed for the children: (what was built, the rollups, seconds it took)."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from bench import history_cost
+    from controlplane.services import job_costs
+
+    t0 = time.perf_counter()
+    data = history_cost.build(count, days, seed)
+    rollups = add_day_rollups()
+    while job_costs.remember_ended_job_costs(timezone.now()):
+        pass
+    connection.close()  # the children read what is committed
+    return data, rollups, time.perf_counter() - t0
+
+
 def main() -> int:
     if "--child" in sys.argv:
         tree = sys.argv[sys.argv.index("--child") + 1]
@@ -136,39 +177,15 @@ def main() -> int:
         child("--forgetting" in sys.argv)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--against", type=Path, required=True, help="another checkout: the code compared with")
-    parser.add_argument("--jobs", type=int, nargs="+", default=[20_000, 100_000])
-    parser.add_argument("--days", type=int, default=90)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=11)
+    tree_arguments(parser)
     parser.add_argument("--forgetting", action="store_true", help="also time the CSV with no cost remembered")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-    from django.utils import timezone
-
-    from bench import history_cost
-    from controlplane.services import job_costs
-
-    if connection.vendor != "postgresql":
-        raise SystemExit("bench/history_csv.py needs PostgreSQL; run it under scripts/test-services.sh")
-    call_command("migrate", verbosity=0)
+    prepare_database("bench/history_csv.py")
     trees = {"before": args.against.resolve(), "after": REPO}
     ways = [(tree, False) for tree in trees] + ([(tree, True) for tree in trees] if args.forgetting else [])
     ok = True
     for count in args.jobs:
-        t0 = time.perf_counter()
-        data = history_cost.build(count, args.days, args.seed)
-        rollups = add_day_rollups()
-        while job_costs.remember_ended_job_costs(timezone.now()):
-            pass
-        connection.close()  # the children read what is committed
-        built_s = time.perf_counter() - t0
+        data, rollups, built_s = build_history(count, args.days, args.seed)
         loads = [os.getloadavg()[0]]
         results: dict[tuple[str, bool], list[dict[str, Any]]] = {way: [] for way in ways}
         for run in range(args.runs):

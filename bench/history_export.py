@@ -120,41 +120,19 @@ def main() -> int:
         sys.path.insert(0, sys.argv[at + 1])
         child(sys.argv[at + 2])
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--against", type=Path, required=True, help="another checkout: the code compared with")
-    parser.add_argument("--jobs", type=int, nargs="+", default=[20_000, 100_000])
-    parser.add_argument("--days", type=int, default=90)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=11)
-    args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    from bench.history_csv import build_history, prepare_database, tree_arguments
 
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-    from django.utils import timezone
-
-    from bench import history_cost
-    from bench.history_csv import add_day_rollups
-    from controlplane.services import job_costs
-
-    if connection.vendor != "postgresql":
-        raise SystemExit("bench/history_export.py needs PostgreSQL; run it under scripts/test-services.sh")
-    call_command("migrate", verbosity=0)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    tree_arguments(parser)
+    args = parser.parse_args()
+    prepare_database("bench/history_export.py")
     trees = {"before": args.against.resolve(), "after": REPO}
     ways = [(tree, form) for form in FORMATS for tree in trees]
     ok = True
     report: dict[str, Any] = {"against": str(trees["before"]), "runs": args.runs, "jobs": {}}
     for count in args.jobs:
-        t0 = time.perf_counter()
-        data = history_cost.build(count, args.days, args.seed)
-        add_day_rollups()
-        while job_costs.remember_ended_job_costs(timezone.now()):
-            pass
-        connection.close()  # the children read what is committed
-        built_s = time.perf_counter() - t0
+        data, _, built_s = build_history(count, args.days, args.seed)
         loads = [os.getloadavg()[0]]
         results: dict[tuple[str, str], list[dict[str, Any]]] = {way: [] for way in ways}
         for run in range(args.runs):
