@@ -28,6 +28,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 
 from controlplane.admin_forms import (
+    AdminSignInForm,
     DeletesSelectedLocked,
     IntegerColumnBounds,
     KeepsOthersChanges,
@@ -63,6 +64,7 @@ from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.models.teams import team_classes_problem
 from controlplane.services import (
+    access,
     api_tokens,
     cohorts,
     config_audit,
@@ -84,6 +86,17 @@ admin.site.site_header = "Quartermaster administration"
 admin.site.site_title = "Quartermaster admin"
 admin.site.index_title = "Fleet configuration"
 _models_app_list = admin.site.get_app_list
+
+
+def _may_use_admin(request: HttpRequest) -> bool:
+    """The site's door (AdminSite.has_permission: Django's asks `is_staff` alone): a fleet admin
+    by membership is let in as a staff user is, and what each page then allows is their
+    permissions' (services/access.py: one home for both rules)."""
+    return access.may_use_admin_site(request.user)
+
+
+admin.site.has_permission = _may_use_admin  # type: ignore[method-assign]
+admin.site.login_form = AdminSignInForm
 
 
 #: The permission the "Scheduler policy" page asks (models/scheduling.SchedulerLease.Meta).
@@ -355,6 +368,48 @@ class UserAdmin(DeletesSelectedLocked, NamedControls, ShownWhole, DjangoUserAdmi
     list_display = (*DjangoUserAdmin.list_display, "roles")
     actions = ["revoke_api_tokens"]
 
+    #: An account as a fleet admin by membership reads it (`_roles_only`): who it is and what
+    #: Django lets it do, never its password's hash.
+    ACCOUNT_READ = ("username", "first_name", "last_name", "email", "is_active", "is_staff", "is_superuser",
+                    "groups", "last_login", "date_joined")
+
+    @staticmethod
+    def _roles_only(request: HttpRequest) -> bool:
+        """A fleet admin by membership, not given Django's "Can change user": they grant and take
+        back roles here (a membership is the fleet's, as on a team's page), and the account is
+        read-only. Its password, staff and superuser flags, groups and permissions are Django's,
+        beyond the fleet: with them a role admin could make themself a superuser or sign in as
+        anyone, which no role gives (users are not in the API). Adding and deleting users stay
+        with superusers too (services/access.FleetAdminPermissions grants viewing users only)."""
+        return not request.user.has_perm("auth.change_user") and access.access_of(request.user).is_admin
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_change_permission(request, obj) or self._roles_only(request)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is not None and self._roles_only(request):
+            return [(None, {"fields": self.ACCOUNT_READ})]
+        return super().get_fieldsets(request, obj)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        """For a roles-only admin, a form of no field: Django's UserChangeForm declares the
+        password's (its hash summarised), which no fieldset leaves out."""
+        if obj is not None and self._roles_only(request):
+            kwargs["form"] = forms.ModelForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if self._roles_only(request):
+            return self.ACCOUNT_READ
+        return super().get_readonly_fields(request, obj)
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        """A roles-only save writes nothing of the account: not even the row as it was read,
+        which would undo a superuser's change saved meanwhile (staff taken away, say)."""
+        if change and self._roles_only(request):
+            return
+        super().save_model(request, obj, form, change)
+
     @admin.action(description="Revoke API tokens (they sign in again: qm login)")
     def revoke_api_tokens(self, request: HttpRequest, queryset: Any) -> None:
         revoked, had_none = api_tokens.revoke(list(queryset), _actor(request))
@@ -377,7 +432,10 @@ class UserAdmin(DeletesSelectedLocked, NamedControls, ShownWhole, DjangoUserAdmi
 
     def user_change_password(self, request, id, form_url=""):  # type: ignore[no-untyped-def]
         """The user's password page: a password set, or made unusable, is a `UserPasswordChanged`
-        event (never the password nor its hash); until 6 Dec it was in Django's own log only."""
+        event (never the password nor its hash); until 6 Dec it was in Django's own log only.
+        Not a roles-only admin's (`_roles_only`): setting one's password is signing in as them."""
+        if self._roles_only(request):
+            raise PermissionDenied
         return config_audit.password_change_recorded(
             _actor(request), lambda: super(UserAdmin, self).user_change_password(request, id, form_url))
 

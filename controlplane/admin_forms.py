@@ -16,7 +16,9 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.admin.utils import model_ngettext
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.db import models, router, transaction
 from django.forms.models import _get_foreign_key
@@ -26,8 +28,27 @@ from django.utils.dateparse import parse_datetime
 
 from controlplane.api.serializers.fields import INTEGER_COLUMN_RANGES
 from controlplane.models.names import node_name, visible_name
-from controlplane.services import config_audit
+from controlplane.services import access, config_audit
 from controlplane.services.plain_text import hidden_character_problem
+
+
+class AdminSignInForm(AdminAuthenticationForm):
+    """The admin's sign-in form: whoever `access.may_use_admin_site` lets in, a fleet admin by
+    membership among them. Django's own asks `is_staff`, which a membership with role admin
+    does not set: the fleet's admins were told to enter "a staff account" (until 7 Dec). A
+    right password of someone it refuses is told as a wrong one is, as Django tells it."""
+
+    error_messages = {
+        **AdminAuthenticationForm.error_messages,
+        "invalid_login": "Please enter the correct %(username)s and password of an admin account. Note that both "
+                         "fields may be case-sensitive.",
+    }
+
+    def confirm_login_allowed(self, user: Any) -> None:
+        AuthenticationForm.confirm_login_allowed(self, user)  # an inactive account is refused
+        if not access.may_use_admin_site(user):
+            raise ValidationError(self.error_messages["invalid_login"], code="invalid_login",
+                                  params={"username": self.username_field.verbose_name})
 
 
 class _OpenedAsField(forms.CharField):

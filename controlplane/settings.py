@@ -201,6 +201,13 @@ if DEPLOYMENT and not _hosts:
 ALLOWED_HOSTS = [h.strip() for h in (_hosts or "*").split(",") if h.strip()]
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+# Django's own permissions (a staff user's groups), then a fleet admin's by role: a membership
+# with role admin holds the fleet's permissions in the admin UI, read from the memberships at
+# each request (controlplane/services/access.py, FleetAdminPermissions; docs/operations.md).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "controlplane.services.access.FleetAdminPermissions",
+]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 # The admin's dates as the pages and qm say them ("2026-12-05 19:35:00 UTC").

@@ -2,7 +2,8 @@
 
 - member: their own team's jobs, quotas and costs.
 - finance: showback and costs of every team; changes nothing.
-- admin: everything.
+- admin: everything: the API, the pages and the admin UI (/admin/), whether a superuser or
+  given a membership with role admin (`FleetAdminPermissions`, `may_use_admin_site`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.backends import BaseBackend
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Permission
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from controlplane.choices import Role
@@ -146,3 +148,49 @@ def visible_events(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Event]:
     """Admins read the whole audit trail; members read what happened to their team's jobs."""
     access = access_of(user)
     return _scoped(Event.objects.all(), access, sees_all=access.is_admin)
+
+
+#: The app whose every permission a fleet admin holds in the admin UI: the fleet's records
+#: (teams, memberships, quotas, cohorts, priority classes, prices, nodes, windows, hooks) and
+#: "Can view the scheduler policy". What a page never lets anyone do (edit a job, an event, the
+#: lease; delete a window) its ModelAdmin refuses to superusers too.
+FLEET_APP = "controlplane"
+#: Beyond the fleet's app, the users list, where a fleet admin grants and takes back roles (a
+#: user's page, *Roles*; admin.UserAdmin keeps the account itself read-only for them).
+FLEET_ADMIN_EXTRA = frozenset({"auth.view_user"})
+
+
+def _fleet_admin(user: Any) -> bool:
+    return bool(getattr(user, "is_active", False)) and access_of(user).is_admin
+
+
+class FleetAdminPermissions(BaseBackend):
+    """Django's permissions of a fleet admin by membership (settings.AUTHENTICATION_BACKENDS,
+    after Django's ModelBackend): every permission of the fleet's app, and viewing users.
+
+    Derived from `access_of` at each request, never stored: a membership with role admin made,
+    or deleted, gives or takes the admin UI at the next request, whatever made or deleted it
+    (a page, the API, a shell), and no `is_staff` flag or group is left behind to drift from
+    the roles. Django's own permissions (ModelBackend: a staff user's groups) still hold beside
+    it. It authenticates nobody (BaseBackend.authenticate answers None)."""
+
+    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+        return (perm.startswith(f"{FLEET_APP}.") or perm in FLEET_ADMIN_EXTRA) and _fleet_admin(user_obj)
+
+    def has_module_perms(self, user_obj: Any, app_label: str) -> bool:
+        return app_label in {FLEET_APP, *(p.split(".")[0] for p in FLEET_ADMIN_EXTRA)} and _fleet_admin(user_obj)
+
+    def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        if obj is not None or not _fleet_admin(user_obj):
+            return set()
+        ours = Permission.objects.filter(content_type__app_label=FLEET_APP).values_list("codename", flat=True)
+        return {f"{FLEET_APP}.{codename}" for codename in ours} | set(FLEET_ADMIN_EXTRA)
+
+
+def may_use_admin_site(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Who signs in to the admin UI: an active fleet admin (a superuser, or a membership with
+    role admin), or a staff user (Django's flag, for operators given some of its permissions
+    through groups: "Can view the scheduler policy"). Members and finance are refused there:
+    their pages and the API are theirs."""
+    return bool(getattr(user, "is_active", False)) and (bool(getattr(user, "is_staff", False))
+                                                        or access_of(user).is_admin)
