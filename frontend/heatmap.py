@@ -49,11 +49,15 @@ class NodeRow:
     slots: tuple[Slot | None, ...]  # None: the slot is free
     in_maintenance: bool = False  # inside a maintenance window now: it takes no work
     gpu_memory_gb: int = 0  # each GPU's, as its type says: which waiting jobs could use a whole node
+    # its CPUs and memory: which waiting jobs' members it could hold (fragmentation's stranded GPUs)
+    cpus: int = 0
+    memory_gb: int = 0
 
     @property
     def figures(self) -> NodeFigures:
         """The node as fragmentation reads it (services/fleet_figures.fragmentation_of)."""
-        return NodeFigures(self.pool, self.gpu_type, self.gpu_memory_gb, len(self.slots), self.used, self.schedulable)
+        return NodeFigures(self.pool, self.gpu_type, self.gpu_memory_gb, len(self.slots), self.used, self.schedulable,
+                           cpus=self.cpus, memory_gb=self.memory_gb, leaf_switch=self.leaf_switch, spine=self.spine)
 
     @property
     def state_said(self) -> str:
@@ -88,6 +92,10 @@ class NodeCount:
     listed: bool = True
     gpu_type: str = ""
     gpu_memory_gb: int = 0
+    cpus: int = 0
+    memory_gb: int = 0
+    leaf_switch: str = ""
+    spine: str = ""
 
     @property
     def free(self) -> int:
@@ -96,7 +104,8 @@ class NodeCount:
     @property
     def figures(self) -> NodeFigures:
         """The node as fragmentation reads it (services/fleet_figures.fragmentation_of)."""
-        return NodeFigures(self.pool, self.gpu_type, self.gpu_memory_gb, self.gpus, self.used, self.schedulable)
+        return NodeFigures(self.pool, self.gpu_type, self.gpu_memory_gb, self.gpus, self.used, self.schedulable,
+                           cpus=self.cpus, memory_gb=self.memory_gb, leaf_switch=self.leaf_switch, spine=self.spine)
 
     @property
     def schedulable(self) -> bool:
@@ -113,11 +122,13 @@ def fleet_counts(listed: QuerySet[Node] | None = None) -> list[NodeCount]:
     kept = Exists(listed.filter(pk=OuterRef("pk"))) if listed is not None else Value(True)
     return [
         NodeCount(id=pk, pool=pool, state=state, gpus=gpus, used=min(held.get(pk, 0), gpus), in_maintenance=away,
-                  listed=keep, gpu_type=gpu_type, gpu_memory_gb=memory)
-        for pk, pool, state, gpus, away, keep, gpu_type, memory in Node.objects.exclude(state=NodeState.RETIRED)
+                  listed=keep, gpu_type=gpu_type, gpu_memory_gb=memory, cpus=cpus, memory_gb=memory_gb,
+                  leaf_switch=leaf, spine=spine)
+        for pk, pool, state, gpus, away, keep, gpu_type, memory, cpus, memory_gb, leaf, spine
+        in Node.objects.exclude(state=NodeState.RETIRED)
         .annotate(in_maintenance=closed, listed=kept).order_by("pool", "leaf_switch", "name")
         .values_list("id", "pool", "state", "gpu_count", "in_maintenance", "listed", "gpu_type__name",
-                     "gpu_type__memory_gb")
+                     "gpu_type__memory_gb", "cpus", "memory_gb", "leaf_switch", "spine")
     ]
 
 
@@ -142,7 +153,7 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
     rows = []
     for n in nodes.annotate(in_maintenance=closed).order_by("pool", "leaf_switch", "name").values(
         "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier",
-        "in_maintenance", "gpu_type__memory_gb",
+        "in_maintenance", "gpu_type__memory_gb", "cpus", "memory_gb",
     ):
         rows.append(
             NodeRow(
@@ -157,6 +168,8 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
                 slots=tuple(holders.get((n["id"], i)) for i in range(n["gpu_count"])),
                 in_maintenance=n["in_maintenance"],
                 gpu_memory_gb=n["gpu_type__memory_gb"],
+                cpus=n["cpus"],
+                memory_gb=n["memory_gb"],
             )
         )
     return rows

@@ -29,7 +29,7 @@ from scheduler_core.quota import QuotaLedger, never_under_quota_words
 from scheduler_core.sentences import counted
 from scheduler_core.types import GpuTypeInfo, JobSpec, NodeInfo, QuotaInfo, TopologyConstraint
 
-__all__ = ["Infeasible", "NodeShape", "never_runs", "never_under_quota", "node_shapes"]
+__all__ = ["Infeasible", "NodeShape", "fits", "gang_runs_on", "never_runs", "never_under_quota", "node_shapes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,9 @@ def node_shapes(nodes: Iterable[NodeInfo | NodeShape],
             for (t, g, c, m, leaf, spine), n in counts.items() if n > 0]
 
 
-def _fits(member: Member, shape: NodeShape) -> bool:
+def fits(member: Member, shape: NodeShape) -> bool:
+    """Could an empty node of ``shape`` host ``member``: its GPU type and device memory, and
+    its GPUs, CPUs and memory (the cycle's filters' ``capable``: GpuCapability, ResourceFit)."""
     return (
         member.accepts_type(shape.gpu_type)
         and shape.gpus >= member.gpus
@@ -82,7 +84,7 @@ def _fits(member: Member, shape: NodeShape) -> bool:
 
 def _members_per_node(member: Member, shape: NodeShape) -> int:
     """How many copies of ``member`` one empty node of this shape holds."""
-    if not _fits(member, shape):
+    if not fits(member, shape):
         return 0
     return member.copies_per_node(shape.gpus, shape.cpus, shape.memory_gb)
 
@@ -278,6 +280,13 @@ def never_under_quota(spec: JobSpec, nodes: Iterable[NodeInfo | NodeShape],
     return Infeasible(_size_field(spec), never_under_quota_words(spec.team, clauses, size))
 
 
+def gang_runs_on(spec: JobSpec, demand: Demand, shapes: list[NodeShape], type_name: str | None = None) -> bool:
+    """Whether ``demand``, ``spec``'s gang, could be placed on the nodes of ``shapes`` when they
+    are empty (steps 3 to 5 of :func:`never_runs`): the live stranded figures ask it of each GPU
+    type a gang accepts, as the cycle drops the types it can never run on from its options."""
+    return _gang_refusal(spec, demand, shapes, type_name) is None
+
+
 def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
                   type_name: str | None) -> Infeasible | None:
     distinct: list[Member] = []
@@ -287,7 +296,7 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
 
     # 3. every member on one node
     for member in distinct:
-        if not any(_fits(member, s) for s in capable):
+        if not any(fits(member, s) for s in capable):
             return _member_refusal(spec, member, capable)
 
     # 4. all at once on the whole fleet
@@ -314,8 +323,8 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
     if demand.distinct_nodes and len(demand.members) > 1:
         # one capable node per member, and one that holds a largest member for each of those
         largest = demand.members[0]
-        nodes = sum(s.count for s in capable if any(_fits(m, s) for m in distinct))
-        roomy = sum(s.count for s in capable if _fits(largest, s))
+        nodes = sum(s.count for s in capable if any(fits(m, s) for m in distinct))
+        roomy = sum(s.count for s in capable if fits(largest, s))
         wide = sum(1 for m in demand.members if m == largest)
         if nodes < len(demand.members) or roomy < wide:
             has = (counted(nodes, "capable node") if nodes < len(demand.members)
@@ -344,7 +353,7 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
         # every set of its members' shapes needs that many nodes with room for one of them
         # (distinct_nodes.node_sets), as the engine counts them: members of 1 and 2 GPUs that
         # take only h100 GPUs need two h100 nodes, however many others the fleet has
-        where = [[i for i, s in enumerate(capable) if _fits(m, s)] for m in demand.members]
+        where = [[i for i, s in enumerate(capable) if fits(m, s)] for m in demand.members]
         for need in node_sets(shapes_of(demand, where)):
             nodes = sum(capable[i].count for i in need.where)
             if nodes < need.members:

@@ -11,13 +11,20 @@ The rule:
   that member may run on.
 * Such a job *strands* the idle GPUs of every partly used node that takes work (ready, in no
   maintenance window now) of a kind some member of it may run on. Idle GPUs run nothing: GPUs
-  held for a waiting job's reservation or nomination count.
+  held for a waiting job's reservation or nomination count, and so do idle GPUs on a node whose
+  CPUs or memory are all taken (a member's CPUs and memory say which kinds of node it may run
+  on, by their size, not what is free on them now).
 * Nothing is stranded while no such job waits; a partly used node of a kind no such job may
-  use (another GPU type, too little memory, too few GPUs) strands nothing.
+  use (another GPU type, too little device memory, too few GPUs, CPUs or memory) strands
+  nothing.
 
 Who reads a job says which kinds its members may run on: the cycle by its node classes (GPU
-type and memory, and the CPUs and memory its members ask), the live figures by GPU type,
-memory and GPUs (:func:`members_of`, the gang cut as the cycle cuts it).
+type and memory, GPUs, CPUs and memory) and its admission's type options, the live figures by
+:func:`members_of`, which cuts the request into its gang as the cycle does (each role's members
+their own, with the role's types, memory and CPUs) and keeps the kinds and GPU types the cycle's
+options keep. (Until 7 Dec the live figures read a heterogeneous gang as one job of its total
+GPUs, and neither a member's CPUs and memory nor a type its gang can never run on left a kind
+out.)
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
-from scheduler_core.gang import demand_for, elastic_sizes, node_size_for
-from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
+from scheduler_core.admission import invalid_request
+from scheduler_core.capability import NodeShape, fits, gang_runs_on
+from scheduler_core.gang import Member, demand_for, elastic_sizes, node_size_for
+from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 
 K = TypeVar("K", bound=Hashable)
 
@@ -48,11 +57,18 @@ class NodeUse(NamedTuple, Generic[K]):
 @dataclass(frozen=True, slots=True)
 class NodeKind:
     """What decides, for the live figures, whether a member may run on a node: its GPU type,
-    their memory, and how many."""
+    their memory, and how many; its CPUs and memory (the cycle's node class)."""
 
     gpu_type: str
     gpu_memory_gb: int
     gpus: int
+    cpus: int
+    memory_gb: int
+
+
+def kind_of(shape: NodeShape) -> NodeKind:
+    """The kind of the nodes of ``shape`` (their leaf switch and spine left out)."""
+    return NodeKind(shape.gpu_type.name, shape.gpu_type.memory_gb, shape.gpus, shape.cpus, shape.memory_gb)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,39 +145,67 @@ def stranded(nodes: Iterable[NodeUse[K]], kind_gpus: Mapping[K, int], waiting: I
 @dataclass(frozen=True, slots=True)
 class WaitingShape:
     """A waiting request as the live figures read it from its row: what cuts it into a gang and
-    what node it accepts. (Roles are not read: a heterogeneous gang counts as one of ``gpus``.)"""
+    what nodes its members accept."""
 
     gpus: int
     gpus_per_node: int | None = None
     gpu_types: tuple[str, ...] = ()
     min_gpu_memory_gb: int = 0
-    same_node: bool = False
+    cpus_per_gpu: int = 0
+    memory_gb_per_gpu: int = 0
+    topology: TopologyConstraint = TopologyConstraint.ANY
     min_gpus: int | None = None
     max_gpus: int | None = None
+    roles: tuple[GangRole, ...] = ()
+    distinct_nodes: bool = False
 
 
-def members_of(shape: WaitingShape, kinds: Iterable[NodeKind]) -> tuple[WaitingMember[NodeKind], ...]:
-    """The distinct members of ``shape``'s smallest gang, cut as the cycle cuts it
-    (:func:`.gang.demand_for`: ``gpus_per_node`` each, else whole nodes of the largest node it
-    accepts, a smaller remainder member last), each with the kinds among ``kinds`` it may run on
-    (its GPU type and memory accepted, at least its GPUs)."""
-    kinds = tuple(kinds)
+def members_of(shape: WaitingShape, fleet: Iterable[NodeShape]) -> tuple[WaitingMember[NodeKind], ...]:
+    """The distinct members of ``shape``'s smallest gang on ``fleet`` (every node, any state,
+    grouped by shape), each with the kinds of node it may run on, as the cycle reads a waiting
+    job (:mod:`scheduler_core.job_shape`); none for a request that can never run.
+
+    Steps:
+    1. The gang, cut as the cycle cuts it (:func:`.gang.demand_for`): a role's members of its
+       GPUs, types, memory and CPUs each; else ``gpus_per_node`` each, else whole nodes of the
+       largest node it accepts with a smaller remainder member last.
+    2. Each member's kinds: those whose GPU type and device memory it accepts, with at least
+       its GPUs, CPUs and memory (the cycle's filters' ``capable``).
+    3. The GPU types the gang may use, as the cycle's options: a heterogeneous gang may mix
+       them, every kind its members accept stays; any other gang runs on one type, one every
+       member has a kind of, and on which the gang could ever be placed (when it accepts
+       several: with one, whether it can ever run is the cycle's, which the caller reads)."""
+    fleet = list(fleet)
     spec = JobSpec(
         id="", team="", priority_class="", gpus=shape.gpus, submitted_at=0.0,
         gpus_per_node=shape.gpus_per_node, gpu_types=shape.gpu_types,
-        min_gpu_memory_gb=shape.min_gpu_memory_gb,
-        topology=TopologyConstraint.SAME_NODE if shape.same_node else TopologyConstraint.ANY,
-        min_gpus=shape.min_gpus, max_gpus=shape.max_gpus,
+        min_gpu_memory_gb=shape.min_gpu_memory_gb, cpus_per_gpu=shape.cpus_per_gpu,
+        memory_gb_per_gpu=shape.memory_gb_per_gpu, topology=shape.topology,
+        min_gpus=shape.min_gpus, max_gpus=shape.max_gpus, roles=shape.roles,
+        members_on_distinct_nodes=shape.distinct_nodes,
     )
-    types = {k.gpu_type: GpuTypeInfo(k.gpu_type, k.gpu_memory_gb) for k in kinds}
+    if not fleet or invalid_request(spec) is not None:
+        return ()
+    types: dict[str, GpuTypeInfo] = {}
     sizes: dict[str, int] = {}
-    for k in kinds:
-        sizes[k.gpu_type] = max(sizes.get(k.gpu_type, 0), k.gpus)
+    for s in fleet:
+        types.setdefault(s.gpu_type.name, s.gpu_type)
+        sizes[s.gpu_type.name] = max(sizes.get(s.gpu_type.name, 0), s.gpus)
     gang = demand_for(spec, elastic_sizes(spec)[-1], node_size_for(spec, sizes, types))
-    members: dict[int, WaitingMember[NodeKind]] = {}
+    capable: dict[Member, list[NodeShape]] = {}
     for m in gang.members:
-        if m.gpus not in members:
-            members[m.gpus] = WaitingMember(m.gpus, frozenset(
-                k for k in kinds
-                if k.gpus >= m.gpus and m.accepts_type(GpuTypeInfo(k.gpu_type, k.gpu_memory_gb))))
-    return tuple(members.values())
+        if m not in capable:
+            capable[m] = [s for s in fleet if fits(m, s)]
+    if not all(capable.values()):
+        return ()  # some member fits on no node: it can never run, and strands nothing
+    if not spec.roles:
+        usable = set.intersection(*({s.gpu_type.name for s in on} for on in capable.values()))
+        if len(usable) > 1:
+            usable = {t for t in usable
+                      if gang_runs_on(spec, gang, [s for s in fleet if s.gpu_type.name == t], t)}
+        if not usable:
+            return ()
+        capable = {m: [s for s in on if s.gpu_type.name in usable] for m, on in capable.items()}
+    # members alike (a role's, or a gang's whole-node members) are one
+    return tuple(dict.fromkeys(WaitingMember(m.gpus, frozenset(kind_of(s) for s in on))
+                               for m, on in capable.items()))

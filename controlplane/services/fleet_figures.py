@@ -20,11 +20,13 @@ from django.conf import settings
 from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
-from controlplane.choices import JobState, NodeState, Topology
+from controlplane.choices import JobState, NodeState
 from controlplane.models import AllocationGpu, FleetSample, Job, JobDependency, Node, SchedulerLease
 from controlplane.services import dependencies, maintenance
+from controlplane.services.snapshot import engine_roles
+from scheduler_core.capability import NodeShape
 from scheduler_core.stranded import NodeKind, NodeUse, WaitingJob, WaitingShape, members_of, stranded
-from scheduler_core.types import ReasonCode
+from scheduler_core.types import GpuTypeInfo, ReasonCode, TopologyConstraint
 
 
 @dataclass
@@ -120,9 +122,12 @@ class FragmentationFigures:
 
 @dataclass(frozen=True)
 class NodeFigures:
-    """One node as fragmentation reads it: its pool, GPU type, GPUs, how many are held now, and
-    whether it takes work now (ready and in no maintenance window). The overview's heat map and
-    the nodes page read their nodes already and hand them to `fragmentation_of` as these."""
+    """One node as fragmentation reads it: its pool, GPU type (and each GPU's memory), GPUs, how
+    many are held now, whether it takes work now (ready and in no maintenance window), its CPUs
+    and memory, and its leaf switch and spine (which nodes a waiting job's members may run on,
+    and whether its gang could ever run on a GPU type, as the cycle judges them). The overview's
+    heat map and the nodes page read their nodes already and hand them to `fragmentation_of` as
+    these."""
 
     pool: str
     gpu_type: str
@@ -130,6 +135,10 @@ class NodeFigures:
     gpus: int
     used: int
     takes_work: bool
+    cpus: int
+    memory_gb: int
+    leaf_switch: str
+    spine: str
 
 
 def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
@@ -147,9 +156,11 @@ def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
     ordered = fragmentation_of(
         NodeFigures(node.pool, node.gpu_type.name, node.gpu_type.memory_gb, node.gpu_count,
                     min(held.get(node.pk, 0), node.gpu_count),
-                    node.state == NodeState.READY and node.pk not in in_maintenance)
+                    node.state == NodeState.READY and node.pk not in in_maintenance,
+                    cpus=node.cpus, memory_gb=node.memory_gb, leaf_switch=node.leaf_switch, spine=node.spine)
         for node in Node.objects.exclude(state=NodeState.RETIRED).select_related("gpu_type").only(
-            "id", "pool", "gpu_count", "state", "gpu_type__name", "gpu_type__memory_gb")
+            "id", "pool", "gpu_count", "state", "cpus", "memory_gb", "leaf_switch", "spine", "gpu_type__name",
+            "gpu_type__memory_gb")
     )
     contiguous = Job.objects.filter(
         state=JobState.PENDING, pending_code=ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS.value
@@ -180,20 +191,28 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
        counted by the cycle's own rule (scheduler_core/stranded.py), from the nodes (free here
        is idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
        reservation count, as the cycle counts them) and the waiting jobs read by shape, each
-       cut into its gang as the cycle cuts it (`stranded.members_of`). Until 7 Dec this
+       cut into its gang as the cycle cuts it, each member with the kinds of node it may run on
+       (`stranded.members_of`: its members' GPUs, types, memory and CPUs, a role's its own, against the nodes'
+       GPU type, GPUs, CPUs and memory, grouped with their leaf switch and spine as
+       `capability.NodeShape`s). Until 7 Dec this
        module counted them by a rule of its own, which judged a job by its GPUs per node
        alone (not its gang's members, nor an elastic job's smallest size): a job of 6 GPUs
        beside nodes of 4 and of 8 stranded the 8-GPU nodes' idle GPUs here and nothing in the
-       cycle's figures.
+       cycle's figures. And until 7 Dec it read a heterogeneous gang as one job of its total
+       GPUs and a node as its GPU type, memory and GPUs alone: a job asking 96 CPUs stranded
+       the idle GPUs of 64-CPU nodes no member of it fits on.
     """
     pools: dict[str, PoolFragmentation] = {}
     uses: list[NodeUse[NodeKind]] = []
+    shapes: Counter[tuple[str, int, int, int, int, str, str]] = Counter()
     for node in nodes:
         pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type))
         used = min(node.used, node.gpus)
         free = node.gpus - used
-        uses.append(NodeUse(node.pool, NodeKind(node.gpu_type, node.gpu_memory_gb, node.gpus), used, free,
-                            node.takes_work))
+        uses.append(NodeUse(node.pool, NodeKind(node.gpu_type, node.gpu_memory_gb, node.gpus, node.cpus,
+                                                node.memory_gb), used, free, node.takes_work))
+        shapes[(node.gpu_type, node.gpu_memory_gb, node.gpus, node.cpus, node.memory_gb, node.leaf_switch,
+                node.spine)] += 1
         pool.nodes += 1
         pool.total_gpus += node.gpus
         pool.allocated_gpus += used
@@ -209,6 +228,8 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
             pool.partially_used_nodes += 1
 
     kinds = {use.kind for use in uses}
+    fleet = [NodeShape(GpuTypeInfo(gpu_type, memory), gpus, cpus, memory_gb, leaf, spine, count)
+             for (gpu_type, memory, gpus, cpus, memory_gb, leaf, spine), count in shapes.items()]
     types_of_pool: dict[str, set[str]] = defaultdict(set)
     for use in uses:
         types_of_pool[use.pool].add(use.kind.gpu_type)
@@ -218,7 +239,7 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
         pool.gpu_type = ", ".join(sorted(types_of_pool[name]))
     if not pools:
         return []
-    figures = stranded(uses, {k: k.gpus for k in kinds}, _waiting_jobs(kinds))
+    figures = stranded(uses, {k: k.gpus for k in kinds}, _waiting_jobs(fleet))
     waiting = figures.waiting_by_pool or {}
     for pool in pools.values():
         pool.waiting_whole_node_jobs = waiting.get(pool.pool, 0)
@@ -226,9 +247,10 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
     return [pools[name] for name in sorted(pools)]
 
 
-def _waiting_jobs(kinds: set[NodeKind]) -> list[WaitingJob[NodeKind]]:
+def _waiting_jobs(fleet: list[NodeShape]) -> list[WaitingJob[NodeKind]]:
     """The waiting jobs in line that might need whole nodes, by shape, each as its gang's
-    members with the kinds of node among ``kinds`` each may run on.
+    members with the kinds of node of ``fleet`` each may run on (`stranded.members_of`: its
+    roles, GPUs, types, memory and CPUs, as the cycle reads them).
 
     Only jobs in line, as the engine counts them (scheduler_core/eligibility.py): a held job or
     one waiting for a dependency takes no place in the queue and strands nothing; nor does one
@@ -236,10 +258,11 @@ def _waiting_jobs(kinds: set[NodeKind]) -> list[WaitingJob[NodeKind]]:
     node has no member that fills one. Jobs without dependencies are counted by shape (one
     grouped query, whatever the queue); those with some (few) are asked whether they still
     wait (`dependencies.waits`, one more query)."""
-    smallest = min(k.gpus for k in kinds)
+    smallest = min(s.gpus for s in fleet)
     big = (Job.objects.filter(state=JobState.PENDING, hold="", pending_resolvable=True, gpus__gte=smallest)
            .annotate(linked=Exists(JobDependency.objects.filter(job=OuterRef("pk")))))
-    shape = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "topology", "min_gpus", "max_gpus")
+    shape = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
+             "topology", "min_gpus", "max_gpus", "roles", "members_on_distinct_nodes")
     rows: list[dict[str, Any]] = list(
         big.filter(linked=False, singleton=False).values(*shape).annotate(n=Count("id")).order_by())
     linked = list(big.filter(Q(linked=True) | Q(singleton=True)).values("id", *shape).order_by())
@@ -249,8 +272,10 @@ def _waiting_jobs(kinds: set[NodeKind]) -> list[WaitingJob[NodeKind]]:
     return [
         WaitingJob(members_of(WaitingShape(
             gpus=row["gpus"], gpus_per_node=row["gpus_per_node"], gpu_types=tuple(row["gpu_types"] or ()),
-            min_gpu_memory_gb=row["min_gpu_memory_gb"], same_node=row["topology"] == Topology.SAME_NODE,
-            min_gpus=row["min_gpus"], max_gpus=row["max_gpus"]), kinds), row["n"])
+            min_gpu_memory_gb=row["min_gpu_memory_gb"], cpus_per_gpu=row["cpus_per_gpu"],
+            memory_gb_per_gpu=row["memory_gb_per_gpu"], topology=TopologyConstraint(row["topology"]),
+            min_gpus=row["min_gpus"], max_gpus=row["max_gpus"], roles=engine_roles(row["roles"] or []),
+            distinct_nodes=row["members_on_distinct_nodes"]), fleet), row["n"])
         for row in rows
     ]
 
