@@ -35,7 +35,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 from scheduler_core.admission import invalid_request
 from scheduler_core.capability import NodeShape, fits, gang_runs_on
-from scheduler_core.gang import Member, demand_for, elastic_sizes, node_size_for
+from scheduler_core.gang import Demand, Member, demand_for, elastic_sizes, node_size_for
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 
 K = TypeVar("K", bound=Hashable)
@@ -160,9 +160,59 @@ class WaitingShape:
     distinct_nodes: bool = False
 
 
-def members_of(shape: WaitingShape, fleet: Iterable[NodeShape]) -> tuple[WaitingMember[NodeKind], ...]:
-    """The distinct members of ``shape``'s smallest gang on ``fleet`` (every node, any state,
-    grouped by shape), each with the kinds of node it may run on, as the cycle reads a waiting
+class LiveFleet:
+    """The fleet the live figures judge waiting jobs on: every node (any state) as
+    :class:`~scheduler_core.capability.NodeShape` rows, read once per count and asked of every
+    waiting shape. Its kinds (leaf switch and spine left out) serve every check but a switch's,
+    and which kinds hold a member is remembered per member: a queue's shapes share most."""
+
+    __slots__ = ("_capable", "_kinds", "_runs_on", "_shapes", "sizes", "smallest", "types")
+
+    def __init__(self, shapes: Iterable[NodeShape]) -> None:
+        self._shapes = tuple(shapes)
+        counts: dict[NodeKind, int] = {}
+        self.types: dict[str, GpuTypeInfo] = {}
+        self.sizes: dict[str, int] = {}
+        for s in self._shapes:
+            kind = kind_of(s)
+            counts[kind] = counts.get(kind, 0) + s.count
+            self.types.setdefault(s.gpu_type.name, s.gpu_type)
+            self.sizes[s.gpu_type.name] = max(self.sizes.get(s.gpu_type.name, 0), s.gpus)
+        self._kinds = tuple(
+            (kind, NodeShape(self.types[kind.gpu_type], kind.gpus, kind.cpus, kind.memory_gb, "", "", n))
+            for kind, n in counts.items())
+        self._capable: dict[Member, tuple[tuple[NodeKind, NodeShape], ...]] = {}
+        self._runs_on: dict[tuple[Demand, bool, str], bool] = {}
+        #: the GPUs of the fleet's smallest node: a job of fewer has no member that fills one
+        self.smallest = min((kind.gpus for kind in counts), default=0)
+
+    def __bool__(self) -> bool:
+        return bool(self._kinds)
+
+    def capable(self, member: Member) -> tuple[tuple[NodeKind, NodeShape], ...]:
+        """The kinds an empty node of which could host ``member``, with their nodes."""
+        found = self._capable.get(member)
+        if found is None:
+            found = self._capable[member] = tuple(k for k in self._kinds if fits(member, k[1]))
+        return found
+
+    def runs_on(self, spec: JobSpec, gang: Demand, gpu_type: str) -> bool:
+        """Whether ``gang``, ``spec``'s, could ever be placed on the nodes of ``gpu_type``
+        (:func:`~scheduler_core.capability.gang_runs_on`): by kind, or for a gang kept under
+        one switch by switch. Asked once per gang and type."""
+        key = (gang, bool(spec.roles), gpu_type)
+        found = self._runs_on.get(key)
+        if found is None:
+            if gang.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
+                nodes = [s for s in self._shapes if s.gpu_type.name == gpu_type]
+            else:
+                nodes = [s for kind, s in self._kinds if kind.gpu_type == gpu_type]
+            found = self._runs_on[key] = gang_runs_on(spec, gang, nodes, gpu_type)
+        return found
+
+
+def members_of(shape: WaitingShape, fleet: LiveFleet) -> tuple[WaitingMember[NodeKind], ...]:
+    """The distinct members of ``shape``'s smallest gang on ``fleet``, each with the kinds of node it may run on, as the cycle reads a waiting
     job (:mod:`scheduler_core.job_shape`); none for a request that can never run.
 
     Steps:
@@ -175,7 +225,6 @@ def members_of(shape: WaitingShape, fleet: Iterable[NodeShape]) -> tuple[Waiting
        them, every kind its members accept stays; any other gang runs on one type, one every
        member has a kind of, and on which the gang could ever be placed (when it accepts
        several: with one, whether it can ever run is the cycle's, which the caller reads)."""
-    fleet = list(fleet)
     spec = JobSpec(
         id="", team="", priority_class="", gpus=shape.gpus, submitted_at=0.0,
         gpus_per_node=shape.gpus_per_node, gpu_types=shape.gpu_types,
@@ -186,26 +235,20 @@ def members_of(shape: WaitingShape, fleet: Iterable[NodeShape]) -> tuple[Waiting
     )
     if not fleet or invalid_request(spec) is not None:
         return ()
-    types: dict[str, GpuTypeInfo] = {}
-    sizes: dict[str, int] = {}
-    for s in fleet:
-        types.setdefault(s.gpu_type.name, s.gpu_type)
-        sizes[s.gpu_type.name] = max(sizes.get(s.gpu_type.name, 0), s.gpus)
-    gang = demand_for(spec, elastic_sizes(spec)[-1], node_size_for(spec, sizes, types))
-    capable: dict[Member, list[NodeShape]] = {}
+    gang = demand_for(spec, elastic_sizes(spec)[-1], node_size_for(spec, fleet.sizes, fleet.types))
+    capable: dict[Member, tuple[tuple[NodeKind, NodeShape], ...]] = {}
     for m in gang.members:
         if m not in capable:
-            capable[m] = [s for s in fleet if fits(m, s)]
+            capable[m] = fleet.capable(m)
     if not all(capable.values()):
         return ()  # some member fits on no node: it can never run, and strands nothing
     if not spec.roles:
-        usable = set.intersection(*({s.gpu_type.name for s in on} for on in capable.values()))
+        usable = set.intersection(*({kind.gpu_type for kind, _ in on} for on in capable.values()))
         if len(usable) > 1:
-            usable = {t for t in usable
-                      if gang_runs_on(spec, gang, [s for s in fleet if s.gpu_type.name == t], t)}
+            usable = {t for t in usable if fleet.runs_on(spec, gang, t)}
         if not usable:
             return ()
-        capable = {m: [s for s in on if s.gpu_type.name in usable] for m, on in capable.items()}
+        capable = {m: tuple(k for k in on if k[0].gpu_type in usable) for m, on in capable.items()}
     # members alike (a role's, or a gang's whole-node members) are one
-    return tuple(dict.fromkeys(WaitingMember(m.gpus, frozenset(kind_of(s) for s in on))
+    return tuple(dict.fromkeys(WaitingMember(m.gpus, frozenset(kind for kind, _ in on))
                                for m, on in capable.items()))

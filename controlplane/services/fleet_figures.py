@@ -25,7 +25,15 @@ from controlplane.models import AllocationGpu, FleetSample, Job, JobDependency, 
 from controlplane.services import dependencies, maintenance
 from controlplane.services.snapshot import engine_roles
 from scheduler_core.capability import NodeShape
-from scheduler_core.stranded import NodeKind, NodeUse, WaitingJob, WaitingShape, members_of, stranded
+from scheduler_core.stranded import (
+    LiveFleet,
+    NodeKind,
+    NodeUse,
+    WaitingJob,
+    WaitingShape,
+    members_of,
+    stranded,
+)
 from scheduler_core.types import GpuTypeInfo, ReasonCode, TopologyConstraint
 
 
@@ -228,8 +236,8 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
             pool.partially_used_nodes += 1
 
     kinds = {use.kind for use in uses}
-    fleet = [NodeShape(GpuTypeInfo(gpu_type, memory), gpus, cpus, memory_gb, leaf, spine, count)
-             for (gpu_type, memory, gpus, cpus, memory_gb, leaf, spine), count in shapes.items()]
+    fleet = LiveFleet(NodeShape(GpuTypeInfo(gpu_type, memory), gpus, cpus, memory_gb, leaf, spine, count)
+                      for (gpu_type, memory, gpus, cpus, memory_gb, leaf, spine), count in shapes.items())
     types_of_pool: dict[str, set[str]] = defaultdict(set)
     for use in uses:
         types_of_pool[use.pool].add(use.kind.gpu_type)
@@ -247,7 +255,7 @@ def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
     return [pools[name] for name in sorted(pools)]
 
 
-def _waiting_jobs(fleet: list[NodeShape]) -> list[WaitingJob[NodeKind]]:
+def _waiting_jobs(fleet: LiveFleet) -> list[WaitingJob[NodeKind]]:
     """The waiting jobs in line that might need whole nodes, by shape, each as its gang's
     members with the kinds of node of ``fleet`` each may run on (`stranded.members_of`: its
     roles, GPUs, types, memory and CPUs, as the cycle reads them).
@@ -258,8 +266,7 @@ def _waiting_jobs(fleet: list[NodeShape]) -> list[WaitingJob[NodeKind]]:
     node has no member that fills one. Jobs without dependencies are counted by shape (one
     grouped query, whatever the queue); those with some (few) are asked whether they still
     wait (`dependencies.waits`, one more query)."""
-    smallest = min(s.gpus for s in fleet)
-    big = (Job.objects.filter(state=JobState.PENDING, hold="", pending_resolvable=True, gpus__gte=smallest)
+    big = (Job.objects.filter(state=JobState.PENDING, hold="", pending_resolvable=True, gpus__gte=fleet.smallest)
            .annotate(linked=Exists(JobDependency.objects.filter(job=OuterRef("pk")))))
     shape = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
              "topology", "min_gpus", "max_gpus", "roles", "members_on_distinct_nodes")

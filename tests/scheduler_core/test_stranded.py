@@ -10,6 +10,7 @@ from engine_builders import ClusterBuilder, JobBuilder, make_cluster, make_job, 
 from scheduler_core import Plan, SchedulerConfig
 from scheduler_core.capability import NodeShape, node_shapes
 from scheduler_core.stranded import (
+    LiveFleet,
     NodeKind,
     NodeUse,
     WaitingJob,
@@ -108,7 +109,7 @@ MEMBERS = {
 def test_a_waiting_request_is_cut_as_the_cycle_cuts_its_gang(case: str) -> None:
     shape, expected = MEMBERS[case]
     found: dict[int, set[NodeKind]] = {}
-    for m in members_of(shape, FLEET_SHAPES):
+    for m in members_of(shape, LiveFleet(FLEET_SHAPES)):
         found.setdefault(m.gpus, set()).update(m.runs_on)
     assert found == expected
 
@@ -132,7 +133,7 @@ def live_stranded(cluster: ClusterBuilder, waiting: JobSpec) -> int:
         waiting.gpus, waiting.gpus_per_node, waiting.gpu_types, waiting.min_gpu_memory_gb, waiting.cpus_per_gpu,
         waiting.memory_gb_per_gpu, waiting.topology, waiting.min_gpus, waiting.max_gpus, waiting.roles,
         waiting.members_on_distinct_nodes)
-    return stranded(uses, {u.kind: u.kind.gpus for u in uses}, [WaitingJob(members_of(row, fleet))]).gpus
+    return stranded(uses, {u.kind: u.kind.gpus for u in uses}, [WaitingJob(members_of(row, LiveFleet(fleet)))]).gpus
 
 
 BOTH_WAYS = {
