@@ -14,14 +14,17 @@ idle."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.choices import JobState
 from controlplane.models import AllocationGpu, FleetSample, GpuType, Job, Node
@@ -79,8 +82,23 @@ def partly_used(submit_as: Any) -> None:
     assert held == {"a100-01": 2, "h100-01": 3, "h100-small": 3}
 
 
+def stranded_on_every_surface(client: Client) -> tuple[int, int, int, int]:
+    """The stranded GPUs as the API (and so `qm sinfo`), /metrics, the overview's tile and the
+    Nodes page's pool headings say them."""
+    api = client.get("/api/v1/metrics/fragmentation/").json()["stranded_gpus"]
+    metrics = client.get("/metrics").content.decode()
+    scraped = sum(sample.value for family in text_string_to_metric_families(metrics)
+                  for sample in family.samples if sample.name == "quartermaster_stranded_gpus")
+    tile = int(client.get("/ui/overview.json").json()["text"]["stranded_gpus"])
+    headings = re.findall(r'data-pool-fragmentation="[^"]+"[^>]*>(.*?)</small>',
+                          client.get("/ui/nodes.json").json()["html"]["nodes-table"], re.S)
+    pools = sum(int(re.search(r"(\d+) stranded", h).group(1)) for h in headings)
+    return api, int(scraped), tile, pools
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_live_figure_counts_what_the_cycle_counts(case: str, partly_used: None, submit_as: Any) -> None:
+def test_the_live_figure_counts_what_the_cycle_counts(case: str, partly_used: None, submit_as: Any,
+                                                     client_for: Any) -> None:
     job, stranded = CASES[case]
     submit_as("bob", name="big", **job)
     run_cycle("test")
@@ -90,6 +108,7 @@ def test_the_live_figure_counts_what_the_cycle_counts(case: str, partly_used: No
     assert sample is not None
     assert sample.stranded_gpus == stranded  # the cycle's count, the reference
     assert fragmentation_figures().stranded_gpus == stranded
+    assert stranded_on_every_surface(client_for("admin")) == (stranded,) * 4
 
 
 def test_the_live_figure_reads_the_waiting_jobs_in_a_fixed_number_of_queries(partly_used: None,
