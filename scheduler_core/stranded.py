@@ -30,7 +30,7 @@ out.)
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
 from scheduler_core.admission import invalid_request
@@ -197,17 +197,37 @@ class LiveFleet:
         return found
 
     def runs_on(self, spec: JobSpec, gang: Demand, gpu_type: str) -> bool:
-        """Whether ``gang``, ``spec``'s, could ever be placed on the nodes of ``gpu_type``
-        (:func:`~scheduler_core.capability.gang_runs_on`): by kind, or for a gang kept under
-        one switch by switch. Asked once per gang and type."""
+        """Whether ``gang``, ``spec``'s, could ever be placed on the nodes of ``gpu_type``, as
+        the cycle's admission judges it (``admission.never_runs`` on the type's option): by
+        :func:`~scheduler_core.capability.gang_runs_on` on the nodes some member fits, and for a
+        gang kept under one switch, whether one switch holds its GPUs on such nodes. Asked once
+        per gang and type."""
         key = (gang, bool(spec.roles), gpu_type)
         found = self._runs_on.get(key)
         if found is None:
+            members = set(gang.members)
+            # only nodes some member fits count, as the cycle counts its members' classes: 12 GPUs
+            # of 128 GB each (members of 8 and 4) on a type whose one 1024 GB node of 8 holds
+            # either member was counted 20 capable GPUs with the type's 256 GB nodes
+            nodes = [s for kind, s in self._kinds if kind.gpu_type == gpu_type and any(fits(m, s) for m in members)]
             if gang.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
-                nodes = [s for s in self._shapes if s.gpu_type.name == gpu_type]
+                # The cycle asks only that one switch hold the gang's GPUs (``_largest_domain``),
+                # not, as a submit does, room there for its largest members as well: judged by
+                # the submit's rule, a gang of 8 and 4 GPUs whose 8 fits only beside another
+                # spine's nodes was dropped from a type the cycle tries it on.
+                plain = gang._replace(topology=TopologyConstraint.ANY)
+                found = gang_runs_on(replace(spec, topology=TopologyConstraint.ANY), plain, nodes, gpu_type)
+                if found and len(gang.members) > 1:
+                    leaf = gang.topology is TopologyConstraint.SAME_LEAF
+                    under: dict[str, int] = {}
+                    for s in self._shapes:
+                        if s.gpu_type.name == gpu_type and any(fits(m, s) for m in members):
+                            switch = s.leaf if leaf else s.spine
+                            under[switch] = under.get(switch, 0) + s.gpus * s.count
+                    found = max(under.values(), default=0) >= gang.gpus
             else:
-                nodes = [s for kind, s in self._kinds if kind.gpu_type == gpu_type]
-            found = self._runs_on[key] = gang_runs_on(spec, gang, nodes, gpu_type)
+                found = gang_runs_on(spec, gang, nodes, gpu_type)
+            self._runs_on[key] = found
         return found
 
 
