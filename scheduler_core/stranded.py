@@ -213,8 +213,8 @@ class LiveFleet:
             if gang.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
                 # The cycle asks only that one switch hold the gang's GPUs (``_largest_domain``),
                 # not, as a submit does, room there for its largest members as well: judged by
-                # the submit's rule, a gang of 8 and 4 GPUs whose 8 fits only beside another
-                # spine's nodes was dropped from a type the cycle tries it on.
+                # the submit's rule, a gang of 8 and 4 GPUs on one spine, whose member of 8 fits
+                # only a node alone on its spine, was dropped from a type the cycle tries it on.
                 plain = gang._replace(topology=TopologyConstraint.ANY)
                 found = gang_runs_on(replace(spec, topology=TopologyConstraint.ANY), plain, nodes, gpu_type)
                 if found and len(gang.members) > 1:
@@ -232,8 +232,9 @@ class LiveFleet:
 
 
 def members_of(shape: WaitingShape, fleet: LiveFleet) -> tuple[WaitingMember[NodeKind], ...]:
-    """The distinct members of ``shape``'s smallest gang on ``fleet``, each with the kinds of node it may run on, as the cycle reads a waiting
-    job (:mod:`scheduler_core.job_shape`); none for a request that can never run.
+    """The distinct members of ``shape``'s smallest gang on ``fleet``, each with the kinds of
+    node it may run on, as the cycle reads a waiting job (:mod:`scheduler_core.job_shape`);
+    none for a request that can never run.
 
     Steps:
     1. The gang, cut as the cycle cuts it (:func:`.gang.demand_for`): a role's members of its
@@ -241,10 +242,11 @@ def members_of(shape: WaitingShape, fleet: LiveFleet) -> tuple[WaitingMember[Nod
        largest node it accepts with a smaller remainder member last.
     2. Each member's kinds: those whose GPU type and device memory it accepts, with at least
        its GPUs, CPUs and memory (the cycle's filters' ``capable``).
-    3. The GPU types the gang may use, as the cycle's options: a heterogeneous gang may mix
-       them, every kind its members accept stays; any other gang runs on one type, one every
-       member has a kind of, and on which the gang could ever be placed (when it accepts
-       several: with one, whether it can ever run is the cycle's, which the caller reads)."""
+    3. The GPU types the gang may use, as the cycle's type options: a heterogeneous gang may
+       mix them, every kind its members accept stays; any other gang runs on one type, one
+       every member has a kind of and on which it could ever be placed (:meth:`LiveFleet.runs_on`,
+       asked when it has several such types: with one, whether it can ever run at all is the
+       last cycle's word, which the caller reads as the job's ``pending_resolvable``)."""
     spec = JobSpec(
         id="", team="", priority_class="", gpus=shape.gpus, submitted_at=0.0,
         gpus_per_node=shape.gpus_per_node, gpu_types=shape.gpu_types,
