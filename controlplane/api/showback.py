@@ -155,8 +155,8 @@ _ALLOCATION = inline_serializer(
         "preemptionLostGpuHours": serializers.FloatField(required=False),
         "preemptionWasteCost": serializers.FloatField(required=False),
         "borrowedGpuHours": serializers.FloatField(
-            required=False, allow_null=True, help_text="GPU-hours the team used beyond its guarantee (on capacity "
-            "nobody is guaranteed or on quota other teams lent): per team and in totals by team; null in every other "
+            required=False, allow_null=True, help_text="GPU-hours the team used beyond its guarantee (on its cohort's "
+            "unused quota, lent to it): per team and in totals by team; null in every other "
             "grouping (a guarantee is its team's)."),
         "shown": serializers.DictField(
             child=serializers.FloatField(allow_null=True), required=False,

@@ -72,6 +72,7 @@ from controlplane.models import (
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
 from controlplane.services.node_activity import fold_node_activity
 from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
+from controlplane.services.quotas import engine_lending_capacity
 from controlplane.services.rollup_rows import insert_rows, upsert_rows
 from controlplane.services.usage_tiers import (
     EVICTED,
@@ -781,7 +782,15 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
     while the fleet has GPUs of its type: with none there is nothing reserved to sit idle. Before
     (2 Dec), guarantees counted from the start of the first minute rolled, before any node had
     registered: the demo's first 20 seconds read 0.52 idle reserved H100 GPU-hours ($1.31) that
-    no capacity, and no `__idle__`, had."""
+    no capacity, and no `__idle__`, had.
+
+    Lent is what the engine charges the lenders (quotas.engine_lending_capacity, as the live
+    "lent" of the teams page, the admin and the API's `lent_gpus`): every GPU a team of a cohort
+    holds above its nominal runs on unused guarantees of its cohort's teams. Until 7 Dec the
+    sweep let borrowers run first on the fleet's GPUs beyond the guarantees, so a window counted
+    less lent, and more idle reserved quota, than the live figure had said minute by minute
+    (tests/controlplane/accounting/test_showback_lent_follows_the_engine.py). Minutes rolled
+    before then keep the split they were written with (docs/accounting.md)."""
     guarantees = [
         Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
         for t, g, n, lend, c in Quota.objects.values_list(
@@ -822,7 +831,11 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
             if not backed:
                 continue
             piece = here if (a, b) == (m0, m1) else [h for h in here if h.start_us < b and h.end_us > a]
-            for key, cell in idle_guarantees(a, b, backed, piece, capacity, prices).items():
+            # Lent as the engine charges it and the live figure says it (quotas.lent_now): a
+            # cohort's borrowing all on its teams' unused guarantees, none on the fleet's GPUs
+            # beyond the guarantees. The fleet decides only which guarantees count (`backed`).
+            lending = engine_lending_capacity(backed)
+            for key, cell in idle_guarantees(a, b, backed, piece, lending, prices).items():
                 into = cells[key]
                 into.nominal_gpu_us += cell.nominal_gpu_us
                 into.used_gpu_us += cell.used_gpu_us

@@ -338,7 +338,9 @@ def above_fleet_warnings(quota: Quota, fleet: dict[int, int] | None = None,
 
 def engine_lending_capacity(guarantees: list[Guarantee]) -> dict[int, int]:
     """Per GPU type id, the capacity the lent split (usage_tiers.idle_guarantees) must see for
-    "lent now" to say what the engine decides: the guarantees' sum, none beyond it. The engine
+    "lent now", and the accounting's lent and idle reserved quota minute by minute
+    (accounting._store_idle_guarantees), to say what the engine decides: the guarantees' sum,
+    none beyond it. The engine
     admits a team's GPUs above its nominal only against what the other teams of its cohort lend
     (scheduler_core/quota.py, QuotaLedger: their unused nominal, capped by their lending limits,
     less what the others already borrow), whatever the fleet holds beyond the guarantees, and

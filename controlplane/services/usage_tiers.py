@@ -523,8 +523,12 @@ def idle_guarantees(
 
     At every instant, per GPU type:
       1. each team's use u splits into within-guarantee min(u, n) and borrowed max(0, u − n);
-      2. borrowers run first on capacity nobody is guaranteed (capacity − Σ guarantees); only
-         the rest of the borrowing ran on other teams' unused guarantees;
+      2. borrowers run first on capacity nobody is guaranteed (`capacity_gpus` − Σ guarantees);
+         only the rest of the borrowing ran on other teams' unused guarantees. Every caller
+         passes the engine's capacity (quotas.engine_lending_capacity: the guarantees' sum), so
+         there is none: the engine admits GPUs above nominal only against what the cohort lends,
+         and the live "lent" (quotas.lent_now, the teams page) and the rollup's (accounting
+         ._store_idle_guarantees, since 7 Dec) count all of a cohort's borrowing as lent;
       3. inside each cohort, that borrowing is attributed to the teams with unused guarantee in
          proportion to what each could lend (its unused guarantee, capped by its lending limit);
          borrowing beyond what they could all lend (a lending limit lowered under running

@@ -18,7 +18,7 @@ import pytest
 from django.db.models import Sum
 
 from controlplane.models import FleetRollup, QuotaRollup
-from controlplane.services import accounting, nodes, showback
+from controlplane.services import accounting, nodes, quotas, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
@@ -95,12 +95,13 @@ def test_a_node_returned_to_service_counts_again_from_its_return(fleet) -> None:
     assert capacity[4] == Decimal(12 * 60)
 
 
-def test_idle_guarantees_see_the_capacity_a_retirement_leaves(fleet) -> None:
+def test_idle_guarantees_lend_as_the_engine_charges_before_and_after_a_retirement(fleet) -> None:
     """Team ml is guaranteed 8 H100s and holds 2 (on "keep"); team vision (same cohort,
-    guarantee 0) borrows 4 (on "keep" too). With "old" in the fleet (12 GPUs, 8 guaranteed)
-    vision's 4 borrowed GPUs run on the 4 nobody is guaranteed: ml lends nothing, its idle
-    guarantee is 8 − 2 = 6 GPUs. Once "old" is retired at 10:02 (8 GPUs, all guaranteed) they
-    run on ml's unused guarantee: ml lends 4, idle 2."""
+    guarantee 0) borrows 4 (on "keep" too). The engine admits vision's 4 only against ml's unused
+    guarantee, whatever the fleet holds beyond the guarantees: ml lends 4 and idles 2, with "old"
+    in the fleet (12 GPUs, 8 guaranteed) and once it is retired at 10:02 (8 GPUs) alike, as the
+    live figure says (quotas.lent_now). Until 7 Dec the sweep let vision's 4 run first on the 4
+    GPUs of "old" nobody is guaranteed: ml lent nothing and idled 6 until the retirement."""
     gpu = fleet["keep"].gpu_type
     cohort = f.make_cohort("all")
     ml = fleet["allocation"].job.team
@@ -111,10 +112,11 @@ def test_idle_guarantees_see_the_capacity_a_retirement_leaves(fleet) -> None:
     f.make_quota(vision, gpu, 0)
     borrower = running_job(vision, gpus=4, started_at=T0)
     hold(borrower, [(fleet["keep"], 4)], T0, first_index=2, borrowed=True)
+    assert quotas.lent_now()[(ml.pk, gpu.pk)] == 4.0
     nodes.retire(fleet["old"], fleet["admin"], now=T0 + minutes(2))
     accounting.catch_up(T0 + minutes(4))
 
-    idle = {int((r["start"] - T0).total_seconds() // 60): r["idle_gpu_seconds"] for r in
-            QuotaRollup.objects.filter(bucket=accounting.MINUTE, team=ml).values("start", "idle_gpu_seconds")}
-    assert idle[0] == idle[1] == Decimal(6 * 60)
-    assert idle[2] == idle[3] == Decimal(2 * 60)
+    rows = {int((r["start"] - T0).total_seconds() // 60): (r["lent_gpu_seconds"], r["idle_gpu_seconds"]) for r in
+            QuotaRollup.objects.filter(bucket=accounting.MINUTE, team=ml).values("start", "lent_gpu_seconds",
+                                                                                  "idle_gpu_seconds")}
+    assert [rows[m] for m in range(4)] == [(Decimal(4 * 60), Decimal(2 * 60))] * 4
