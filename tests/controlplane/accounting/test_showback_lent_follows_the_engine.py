@@ -98,3 +98,28 @@ def test_borrowing_is_lent_by_the_cohort_with_unguaranteed_gpus_in_the_fleet_and
         "team__name", "lent_gpu_seconds", "idle_gpu_seconds")}
     assert (hour["vision"]["lent_gpu_seconds"], hour["vision"]["idle_gpu_seconds"]) == (Decimal(4 * 3600), 0)
     assert (hour["loner"]["lent_gpu_seconds"], hour["loner"]["idle_gpu_seconds"]) == (0, Decimal(8 * 3600))
+
+
+def test_a_split_between_lenders_with_a_lending_limit_is_the_live_figure_s_to_the_microsecond() -> None:
+    """ml (nominal 2) holds 8 of 32 H100 GPUs guaranteed 2 + 10 + 10: its 6 above nominal are
+    lent by vision (10 unused, lending limit 4) and audio (10 unused) in proportion to what each
+    may lend, 4 : 10, shares that are no whole GPU; each minute row holds the live shares × 60 s."""
+    gpu = h100()
+    a = node(gpu)
+    node(gpu), node(gpu), node(gpu)
+    cohort = f.make_cohort("shared")
+    ml, vision, audio = (f.make_team(name, cohort=cohort) for name in ("ml", "vision", "audio"))
+    f.make_quota(ml, gpu, 2)
+    f.make_quota(vision, gpu, 10, lending_limit=4)
+    f.make_quota(audio, gpu, 10)
+    hold(running_job(ml, gpus=8, started_at=T0, borrowed=True), [(a, 8)], T0, borrowed=True)
+    live = quotas.lent_now()
+    assert live[(vision.pk, gpu.pk)] + live[(audio.pk, gpu.pk)] == pytest.approx(6.0)
+
+    accounting.catch_up(T0 + minutes(10))
+    for team in (vision, audio):
+        rows = QuotaRollup.objects.filter(bucket=accounting.MINUTE, team=team, start__lt=T0 + minutes(10))
+        assert rows.count() == 10
+        for row in rows:
+            assert float(row.lent_gpu_seconds) == pytest.approx(live[(team.pk, gpu.pk)] * 60, abs=1e-5)
+            assert row.nominal_gpu_seconds == row.used_gpu_seconds + row.lent_gpu_seconds + row.idle_gpu_seconds
