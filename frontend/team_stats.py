@@ -18,7 +18,6 @@ from django.db.models import Count, Q
 
 from controlplane.choices import FINISHED_JOB_STATES, JobState
 from controlplane.models import AllocationGpu, Job, Quota, Team
-from controlplane.services import quotas as quotas_service
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
 from controlplane.shared_store import shared_store
 
@@ -49,8 +48,8 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
     """Per team and GPU type, now: nominal quota, GPUs held, of which borrowed, and lent.
 
     A team's use within its guarantee is used, beyond it borrowed; what a cohort's teams borrow
-    is all lent by its teams with unused guarantee, as the engine admits it (quotas.
-    engine_lending_capacity, quotas.lent_now), split as the accounting splits it
+    is all lent by its teams with unused guarantee, as the engine admits it (quotas.lent_now),
+    split as the accounting splits it
     (`usage_tiers.idle_guarantees`): in proportion to what each may lend (capped by its lending
     limit). A team holding GPUs of a type it has no quota on borrows all of them.
     `visible_team_ids` (None: all) limits the rows returned, not the arithmetic. Two queries."""
@@ -73,10 +72,8 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
         types[key[1]] = row["node__gpu_type__name"]
     guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
                   for t, g, n, lend, _, c, _, _ in quotas]
-    # One microsecond of the present: the cells' GPU-microseconds are then GPUs. Lent as the
-    # engine lends (quotas.engine_lending_capacity), as quotas.lent_now says it.
-    cells = idle_guarantees(0, 1, guarantees, [Holding(t, g, n, 0, 1) for (t, g), n in held.items()],
-                            quotas_service.engine_lending_capacity(guarantees), PriceBook())
+    # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
+    cells = idle_guarantees(0, 1, guarantees, [Holding(t, g, n, 0, 1) for (t, g), n in held.items()], PriceBook())
     limits = {(q[0], q[1]): (q[4], q[3]) for q in quotas}
     wanted = None if visible_team_ids is None else set(visible_team_ids)
     rows = []

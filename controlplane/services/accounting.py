@@ -72,7 +72,6 @@ from controlplane.models import (
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
 from controlplane.services.node_activity import fold_node_activity
 from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
-from controlplane.services.quotas import engine_lending_capacity
 from controlplane.services.rollup_rows import insert_rows, upsert_rows
 from controlplane.services.usage_tiers import (
     EVICTED,
@@ -784,7 +783,7 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
     registered: the demo's first 20 seconds read 0.52 idle reserved H100 GPU-hours ($1.31) that
     no capacity, and no `__idle__`, had.
 
-    Lent is what the engine charges the lenders (quotas.engine_lending_capacity, as the live
+    Lent is what the engine charges the lenders (usage_tiers.idle_guarantees, as the live
     "lent" of the teams page, the admin and the API's `lent_gpus`): every GPU a team of a cohort
     holds above its nominal runs on unused guarantees of its cohort's teams. Until 7 Dec the
     sweep let borrowers run first on the fleet's GPUs beyond the guarantees, so a window counted
@@ -831,11 +830,9 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
             if not backed:
                 continue
             piece = here if (a, b) == (m0, m1) else [h for h in here if h.start_us < b and h.end_us > a]
-            # Lent as the engine charges it and the live figure says it (quotas.lent_now): a
-            # cohort's borrowing all on its teams' unused guarantees, none on the fleet's GPUs
-            # beyond the guarantees. The fleet decides only which guarantees count (`backed`).
-            lending = engine_lending_capacity(backed)
-            for key, cell in idle_guarantees(a, b, backed, piece, lending, prices).items():
+            # The fleet decides only which guarantees count (`backed`), never what is lent: a
+            # cohort's borrowing is all on its teams' unused guarantees, as the engine charges it.
+            for key, cell in idle_guarantees(a, b, backed, piece, prices).items():
                 into = cells[key]
                 into.nominal_gpu_us += cell.nominal_gpu_us
                 into.used_gpu_us += cell.used_gpu_us

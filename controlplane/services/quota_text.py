@@ -3,7 +3,7 @@ BORROW, MAY LEND), the teams page and the admin's quota list and cohort page. `q
 
 GPUs are lent whole, but not by one team: the GPUs a team borrows are charged by the engine to
 the idle guarantees of every team of its cohort leaving guaranteed GPUs of that type idle,
-together (scheduler_core's QuotaLedger, quotas.engine_lending_capacity), and quotas.lent_now
+together (scheduler_core's QuotaLedger), and quotas.lent_now
 splits them as the accounting does (usage_tiers.idle_guarantees), in proportion to what each may lend.
 Three equal lenders of 8 borrowed GPUs lend 8/3 each: said `≈2.7`, with LENT_SHARE_NOTE, so it
 does not read as 2.7 GPUs lent.

@@ -294,7 +294,7 @@ def fleet_gpus_by_type() -> dict[int, int]:
     """Per GPU type id, the fleet's GPUs: every node not retired, a cordoned or down one too (it
     may come back), as the what-if page and the metrics count them: what a quota above the fleet
     is judged against (above_fleet_warnings). Not what "lent now" splits borrowing by: the engine
-    lends no GPU beyond the guarantees (engine_lending_capacity). One query."""
+    lends no GPU beyond the guarantees (usage_tiers.idle_guarantees, step 2). One query."""
     capacity: dict[int, int] = {}
     for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
         capacity[gpu_type_id] = capacity.get(gpu_type_id, 0) + gpus
@@ -336,29 +336,10 @@ def above_fleet_warnings(quota: Quota, fleet: dict[int, int] | None = None,
     return warnings
 
 
-def engine_lending_capacity(guarantees: list[Guarantee]) -> dict[int, int]:
-    """Per GPU type id, the capacity the lent split (usage_tiers.idle_guarantees) must see for
-    "lent now", and the accounting's lent and idle reserved quota minute by minute
-    (accounting._store_idle_guarantees), to say what the engine decides: the guarantees' sum,
-    none beyond it. The engine
-    admits a team's GPUs above its nominal only against what the other teams of its cohort lend
-    (scheduler_core/quota.py, QuotaLedger: their unused nominal, capped by their lending limits,
-    less what the others already borrow), whatever the fleet holds beyond the guarantees, and
-    lets a lender reclaim them once it needs them (QuotaLedger.overdrawn). So every GPU a team of
-    a cohort borrows is lent by its cohort's teams, none runs on "capacity nobody is
-    guaranteed": with the fleet's GPUs as capacity, the GPUs of down and cordoned nodes and any
-    beyond the guarantees were taken for such capacity, and on the demo a team borrowing 30 H100
-    GPUs read as lent by nobody (7 Dec)."""
-    capacity: dict[int, int] = {}
-    for g in guarantees:
-        capacity[g.gpu_type_id] = capacity.get(g.gpu_type_id, 0) + g.nominal_gpus
-    return capacity
-
-
 def lent_now() -> dict[tuple[int, int], float]:
     """Per (team id, GPU type id) with a quota: the GPUs of its unused guarantee other teams of
-    its cohort run on now, the teams page's "lent": the engine's rule (engine_lending_capacity:
-    a cohort's borrowing is all lent by its teams with unused guarantee), split as the
+    its cohort run on now, the teams page's "lent": the engine's rule (a cohort's borrowing is
+    all lent by its teams with unused guarantee, never run on GPUs beyond the guarantees), split as the
     accounting splits it (usage_tiers.idle_guarantees: in proportion to what each may lend,
     beyond a lowered lending limit in proportion to the unused guarantee above it). Two
     queries."""
@@ -370,5 +351,5 @@ def lent_now() -> dict[tuple[int, int], float]:
         .values_list("allocation__job__team_id", "node__gpu_type_id").annotate(n=Count("pk"))
     )]
     # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
-    cells = idle_guarantees(0, 1, guarantees, holdings, engine_lending_capacity(guarantees), PriceBook())
+    cells = idle_guarantees(0, 1, guarantees, holdings, PriceBook())
     return {key: float(cell.lent_gpu_us) for key, cell in cells.items()}

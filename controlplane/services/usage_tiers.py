@@ -516,19 +516,18 @@ def idle_guarantees(
     end_us: int,
     guarantees: Sequence[Guarantee],
     holdings: Sequence[Holding],
-    capacity_gpus: Mapping[int, int],
     prices: PriceBook,
 ) -> dict[tuple[int, int], QuotaCell]:
     """Per (team, GPU type) over [start, end): guarantee used, lent and left idle.
 
     At every instant, per GPU type:
       1. each team's use u splits into within-guarantee min(u, n) and borrowed max(0, u − n);
-      2. borrowers run first on capacity nobody is guaranteed (`capacity_gpus` − Σ guarantees);
-         only the rest of the borrowing ran on other teams' unused guarantees. Every caller
-         passes the engine's capacity (quotas.engine_lending_capacity: the guarantees' sum), so
-         there is none: the engine admits GPUs above nominal only against what the cohort lends,
-         and the live "lent" (quotas.lent_now, the teams page) and the rollup's (accounting
-         ._store_idle_guarantees, since 7 Dec) count all of a cohort's borrowing as lent;
+      2. all of a cohort's borrowing runs on its teams' unused guarantees, as the engine charges
+         it: scheduler_core's QuotaLedger admits a team's GPUs above nominal only against what the
+         cohort's other teams lend, whatever the fleet holds beyond the guarantees, and lets a
+         lender reclaim them once it needs them. The live "lent" (quotas.lent_now, the teams
+         page) and the rollup's (accounting._store_idle_guarantees) both count it so; until
+         7 Dec borrowers ran first on the fleet's GPUs beyond the guarantees, lent by nobody;
       3. inside each cohort, that borrowing is attributed to the teams with unused guarantee in
          proportion to what each could lend (its unused guarantee, capped by its lending limit);
          borrowing beyond what they could all lend (a lending limit lowered under running
@@ -556,7 +555,7 @@ def idle_guarantees(
             if h.start_us <= a and h.end_us >= b:
                 held[(h.team_id, h.gpu_type_id)] += h.gpus
         for gpu_type_id, type_guarantees in by_type.items():
-            _attribute_piece(a, b, gpu_type_id, type_guarantees, held, capacity_gpus.get(gpu_type_id, 0), prices, out)
+            _attribute_piece(a, b, gpu_type_id, type_guarantees, held, prices, out)
     return out
 
 
@@ -566,15 +565,12 @@ def _attribute_piece(
     gpu_type_id: int,
     guarantees: Sequence[Guarantee],
     held: Mapping[tuple[int, int], int],
-    capacity: int,
     prices: PriceBook,
     out: dict[tuple[int, int], QuotaCell],
 ) -> None:
     dt = b - a
     unused: dict[int, int] = {}
     over_by_cohort: dict[int | None, int] = defaultdict(int)
-    guaranteed_teams = {g.team_id for g in guarantees}
-    total_over = 0
     for g in guarantees:
         u = held.get((g.team_id, gpu_type_id), 0)
         within = min(u, g.nominal_gpus)
@@ -585,21 +581,14 @@ def _attribute_piece(
         cell.borrowed_gpu_us += over * dt
         unused[g.team_id] = g.nominal_gpus - within
         over_by_cohort[g.cohort_id] += over
-        total_over += over
-    # Teams without a guarantee on this type borrow all they hold.
-    for (team_id, type_id), u in held.items():
-        if type_id == gpu_type_id and team_id not in guaranteed_teams:
-            total_over += u
-    if total_over == 0:
+    if not any(over_by_cohort.values()):
         _price_idle(a, b, gpu_type_id, guarantees, unused, {}, prices, out)
         return
-    unguaranteed = max(0, capacity - sum(g.nominal_gpus for g in guarantees))
-    from_guarantees = max(0, total_over - unguaranteed) / total_over
     lent: dict[int, float] = {}
     cohorts = {g.cohort_id for g in guarantees if g.cohort_id is not None}
     for cohort_id in cohorts:
         members = [g for g in guarantees if g.cohort_id == cohort_id]
-        borrowing = over_by_cohort.get(cohort_id, 0) * from_guarantees
+        borrowing = over_by_cohort.get(cohort_id, 0)
         lendable = {
             g.team_id: min(unused[g.team_id], g.lending_limit if g.lending_limit is not None else unused[g.team_id])
             for g in members

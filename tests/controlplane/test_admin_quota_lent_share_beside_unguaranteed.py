@@ -1,7 +1,7 @@
 """The note under a lent share says where borrowed GPUs come from, and it holds when part of the
 fleet is guaranteed to nobody: the engine admits borrowing only against what the cohort's teams
 lend (scheduler_core's QuotaLedger), so the GPUs beyond the guarantees lend nothing and the
-shares add up to the GPUs borrowed (quotas.lent_now, quotas.engine_lending_capacity).
+shares add up to the GPUs borrowed (quotas.lent_now, usage_tiers.idle_guarantees).
 
 Until 7 Dec the note said "the shares add up to the GPUs borrowed" while the figure let
 borrowers run first on GPUs no team is guaranteed (≈13.2 and ≈14.8 beside 74 borrowed on the

@@ -121,7 +121,7 @@ def test_a_job_that_ran_seconds_has_a_bounded_slowdown_of_at_least_one(demo, sub
 def test_borrowing_is_lent_by_the_cohort_beside_capacity_nobody_is_guaranteed(demo, submit_as):
     # serving gives up its 24 H100 GPUs of guarantee: 24 GPUs are guaranteed to nobody, yet the
     # engine admits language's 16 borrowed GPUs only against vision's unused 40 (QuotaLedger),
-    # so vision lends them (quotas.engine_lending_capacity; until 7 Dec: lent by nobody).
+    # so vision lends them (usage_tiers.idle_guarantees; until 7 Dec: lent by nobody).
     Quota.objects.filter(team__name="serving", gpu_type__name="H100-80GB").update(nominal_gpus=0)
     for i in range(6):
         submit_as("bob", name=f"l{i}", gpus=8, gpu_types=("H100-80GB",))

@@ -199,7 +199,7 @@ def cell_parts(cells, team: int):  # type: ignore[no-untyped-def]
 
 
 def test_an_unused_guarantee_with_no_borrowers_is_idle_at_the_reserved_rate() -> None:
-    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, [Guarantee(1, H100, 8, None, 1)], [], {H100: 8}, prices())
+    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, [Guarantee(1, H100, 8, None, 1)], [], prices())
     nominal, used, borrowed, lent, idle = cell_parts(cells, 1)
     assert (nominal, used, lent, idle) == (Decimal(8 * 3600), 0, 0, Decimal(8 * 3600))
     assert cells[(1, H100)].idle_cost_usd.quantize(Decimal("0.01")) == Decimal("20.00")
@@ -208,7 +208,7 @@ def test_an_unused_guarantee_with_no_borrowers_is_idle_at_the_reserved_rate() ->
 def test_borrowing_is_attributed_to_the_cohort_members_that_left_guarantee_unused() -> None:
     guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, None, 1)]
     held = [Holding(1, H100, 16, T0, T0 + 60 * MINUTE_US)]
-    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, {H100: 16}, prices())
+    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, prices())
     _, used, borrowed, lent, idle = cell_parts(cells, 1)
     assert (used, borrowed, lent, idle) == (Decimal(8 * 3600), Decimal(8 * 3600), 0, 0)
     _, used, borrowed, lent, idle = cell_parts(cells, 2)
@@ -222,7 +222,7 @@ def test_borrowers_beyond_a_lowered_lending_limit_are_still_lent_to(limit: int) 
     guarantee idle, while ml ran on it."""
     guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, limit, 1)]
     held = [Holding(1, H100, 16, T0, T0 + 60 * MINUTE_US)]
-    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, {H100: 16}, prices())
+    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, prices())
     _, _, _, lent, idle = cell_parts(cells, 2)
     assert (lent, idle) == (Decimal(8 * 3600), 0)
 
@@ -230,24 +230,15 @@ def test_borrowers_beyond_a_lowered_lending_limit_are_still_lent_to(limit: int) 
 def test_lending_limit_caps_what_counts_as_lent() -> None:
     guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, 4, 1), Guarantee(3, H100, 8, 4, 1)]
     held = [Holding(1, H100, 16, T0, T0 + 60 * MINUTE_US)]
-    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, {H100: 24}, prices())
+    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, prices())
     _, _, _, lent, idle = cell_parts(cells, 2)
     assert (lent, idle) == (Decimal(4 * 3600), Decimal(4 * 3600))
-
-
-def test_borrowers_use_unguaranteed_capacity_before_anyone_s_guarantee() -> None:
-    guarantees = [Guarantee(1, H100, 8, None, 1), Guarantee(2, H100, 8, None, 1)]
-    held = [Holding(1, H100, 12, T0, T0 + 60 * MINUTE_US)]
-    # 24 GPUs, 16 guaranteed: the 4 borrowed run on the 8 nobody was promised
-    cells = idle_guarantees(T0, T0 + 60 * MINUTE_US, guarantees, held, {H100: 24}, prices())
-    _, _, _, lent, idle = cell_parts(cells, 2)
-    assert (lent, idle) == (0, Decimal(8 * 3600))
 
 
 def test_guarantee_figures_change_exactly_where_holdings_start_and_end() -> None:
     guarantees = [Guarantee(1, H100, 8, None, None)]
     held = [Holding(1, H100, 8, T0 + 15 * US, T0 + 45 * US)]
-    cells = idle_guarantees(T0, T0 + MINUTE_US, guarantees, held, {H100: 8}, prices())
+    cells = idle_guarantees(T0, T0 + MINUTE_US, guarantees, held, prices())
     _, used, _, _, idle = cell_parts(cells, 1)
     assert (used, idle) == (Decimal(8 * 30), Decimal(8 * 30))
 
