@@ -33,10 +33,20 @@ WAIT_METRICS = (
 )
 
 
-def _flag(raw: str | None, default: bool) -> bool:
+#: The words a flag of the form (backfill, preemption) takes; any other is refused, naming it.
+FLAG_WORDS = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
+
+
+def _flag(name: str, raw: str | None, default: bool, errors: dict[str, str]) -> bool:
+    """The flag `raw` says (the live policy's `default` when absent). Until 7 Dec a word other
+    than on and its synonyms read as off: a hand-edited `?backfill=of` replayed without backfill
+    unsaid, where a bad placement was refused."""
     if raw is None:
         return default
-    return raw.lower() in {"on", "1", "true", "yes"}
+    if raw.lower() not in FLAG_WORDS:
+        errors[name] = f"{name}: choose on or off, got {raw[:64]!r}"
+        return default
+    return FLAG_WORDS[raw.lower()]
 
 
 def per_team(result: Replay, measure: str) -> tuple[list[tuple[str, str]], list[tuple[str, dict[str, Any]]]]:
@@ -143,8 +153,9 @@ def _form(request: HttpRequest, params: QueryDict) -> tuple[dict[str, Any], what
                 errors[name] = f"{name}: {team[:64]} is not a team of yours: the replay keeps its live quota"
         quotas, note = whatif.quotas_of(fleet, cells)
         cells = [cell for cell in cells if cell.team in teams]
-    policy = whatif.Policy(placement=placement, backfill=_flag(params.get("backfill"), live.backfill),
-                           preemption=_flag(params.get("preemption"), live.preemption), quotas=quotas,
+    backfill = _flag("backfill", params.get("backfill"), live.backfill, errors)
+    preemption = _flag("preemption", params.get("preemption"), live.preemption, errors)
+    policy = whatif.Policy(placement=placement, backfill=backfill, preemption=preemption, quotas=quotas,
                            quota_note=note)
     gpu_types = list(fleet.gpus_by_type) if fleet is not None else []
     return {

@@ -69,6 +69,10 @@ def test_the_quota_form_keeps_live_values_and_reads_changes(demo):
     ("borrowing:vision:H100-80GB", "97", "borrowing limit of vision on H100-80GB: expected 0 to 96"),
     ("lending:vision:H100-80GB", "some", "lending limit of vision on H100-80GB: expected a whole number of GPUs"),
     ("days", "0", "days: pick 1 to 30, got 0"),
+    # A flag other than on or off was read as off: `?backfill=of` replayed without backfill,
+    # unsaid, where a bad placement was refused (7 Dec, an operator's hand-edited link).
+    ("backfill", "maybe", "backfill: choose on or off, got 'maybe'"),
+    ("preemption", "", "preemption: choose on or off, got ''"),
 ])
 def test_bad_form_input_is_a_400_naming_the_field(client_for, field, raw, message):
     response = client_for("alice").post("/what-if/", {"days": "1", field: raw})
