@@ -324,6 +324,18 @@ def percent(fraction: Any) -> str:
 
 
 @register.filter
+def within(value: Any, longest: Any) -> str:
+    """A filter box's value as the box holds it: its first `longest` characters (the box's
+    maxlength). A value the server refused as too long comes back to its box so cut, as typing
+    would have left it; the error line says how long it was."""
+    text = "" if value is None else str(value)
+    try:
+        return text[: int(longest)]
+    except (TypeError, ValueError):  # no maxlength for this box: all of it
+        return text
+
+
+@register.filter
 def thousands(value: Any) -> str:
     if value is None:
         return "–"

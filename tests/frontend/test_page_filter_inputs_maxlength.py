@@ -65,3 +65,21 @@ def test_each_text_filter_input_stops_at_the_length_the_server_takes(client_for,
     for name, longest in taken.items():
         assert name not in _lengths_refused(admin, path, {name: "x" * longest}), name
         assert _lengths_refused(admin, path, {name: "x" * (longest + 1)}) == {name: longest}, name
+
+
+@pytest.mark.parametrize(("path", "form_id"), [("/jobs/", "job-filters"), ("/history/", "history-filters")])
+def test_a_value_refused_as_too_long_comes_back_in_its_box_cut_to_the_boxs_maxlength(client_for, path, form_id) -> None:
+    """The page refuses a value longer than the server takes and says how long it was; the box
+    it came from shows its first `maxlength` characters, as typing would have left it. Until 7 Dec
+    the box showed all of it beyond its own maxlength, and the browser sends a value it did not
+    type whatever its length: Filter again, after any other change, was refused again."""
+    admin = client_for("admin")
+    bounded = {name: int(a["maxlength"]) for name, a in _text_inputs(admin.get(path).content.decode(), form_id).items()
+               if a.get("maxlength")}
+    asked = {name: name[0] * 300 for name in bounded}
+
+    page = admin.get(path, asked).content.decode()
+
+    assert page.count("is 300 characters long") == len(bounded) > 0
+    shown = _text_inputs(page, form_id)
+    assert {name: shown[name]["value"] for name in bounded} == {name: asked[name][:longest] for name, longest in bounded.items()}
