@@ -67,7 +67,7 @@ class Nvml:
                               uuid.decode() if isinstance(uuid, bytes) else str(uuid), int(memory)))
         return out
 
-    def utilization(self, gpus: tuple[int, ...]) -> float | None:
+    def activity(self, gpus: tuple[int, ...]) -> float | None:
         values = []
         for gpu in gpus:
             if 0 <= gpu < len(self.handles):

@@ -296,7 +296,9 @@ def _node_roles_environment(assignment: Assignment) -> dict[str, str]:
 
 
 class DeviceMonitor(Protocol):
-    def utilization(self, gpus: tuple[int, ...]) -> float | None:
+    # "activity", not "utilization": a device counter is one factor of utilization, never all
+    # of it (DEVELOPERS.md; the control plane multiplies it with allocation and progress).
+    def activity(self, gpus: tuple[int, ...]) -> float | None:
         ...
 
 
@@ -581,7 +583,7 @@ class ProcessMember:
 
     def activity(self) -> float | None:
         if self.devices is not None:
-            value = self.devices.utilization(self.assignment.gpus)
+            value = self.devices.activity(self.assignment.gpus)
             if value is not None:
                 return value
         return self._progress.gpu_activity

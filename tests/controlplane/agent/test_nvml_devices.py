@@ -116,15 +116,15 @@ def test_without_nvml_and_without_a_declaration_the_agent_refuses_to_start() -> 
     ids=["two-busy-devices", "one-device", "idle-devices", "busy-and-idle"],
 )
 def test_device_activity_is_the_mean_over_the_jobs_own_gpus(gpus: tuple[int, ...], expected: float) -> None:
-    assert h100_node().utilization(gpus) == pytest.approx(expected)
+    assert h100_node().activity(gpus) == pytest.approx(expected)
 
 
 def test_a_device_that_cannot_be_read_is_left_out_not_a_crash() -> None:
     nvml = h100_node([80, None, 40, 0, 0, 0, 0, 0])
 
-    assert nvml.utilization((0, 1, 2)) == pytest.approx(0.6)
-    assert nvml.utilization((1,)) is None
-    assert nvml.utilization((8, 9)) is None  # not this node's devices
+    assert nvml.activity((0, 1, 2)) == pytest.approx(0.6)
+    assert nvml.activity((1,)) is None
+    assert nvml.activity((8, 9)) is None  # not this node's devices
 
 
 def test_nvml_activity_wins_over_what_the_job_writes(tmp_path: Path) -> None:
