@@ -199,3 +199,24 @@ def test_the_overviews_tier_chart_says_the_range_it_draws(client_for, node_at_wo
     chart = client_for("admin").get("/ui/overview.json?window=1h").json()["charts"]["utilization"]
     assert re.search(rf"Drawn from .* to {utc(rolled)}: up to the last accounting rollup, 4\d s before the window's "
                      r"end at .* UTC \(not rolled up yet\)\.", chart["caption"]), chart["caption"]
+
+
+def test_a_node_that_joined_after_the_accounting_began_says_one_start_for_its_capacity(client_for, node_at_work):
+    """Both instants fall inside the window: the note says the later one is where the node's
+    capacity counts from, once. Until 7 Dec it said "the node joined the fleet at 22:06:58 UTC, its
+    capacity counts from then; the accounting began at 22:06:00 UTC, capacity counts from then":
+    two starts, the second not so for this node (seen on the demo)."""
+    from controlplane.choices import EventKind
+    from controlplane.models import Event
+    from frontend.templatetags.qm import utc
+
+    joined = floor_to(timezone.now(), 60) - timedelta(hours=1)  # an hour after the accounting began
+    Event.objects.create(kind=EventKind.NODE_REGISTERED, reason="Registered", actor="agent:h100-01",
+                         node=node_at_work, created_at=joined)
+
+    html = client_for("admin").get(f"/nodes/{node_at_work.name}/?window=6h").content.decode()
+
+    note = html.split('id="node-tiers-window"', 1)[1].split('<p class="note">', 1)[1].split("</p>", 1)[0]
+    assert note.count("counts from") == 1, note
+    assert f"the node joined the fleet at {utc(joined)}, its capacity counts from then" in note
+    assert "the accounting began at" in note  # still said: nothing was measured before it
