@@ -33,7 +33,7 @@ MEASURE = """() => [...document.querySelectorAll('section.pool .table-scroll')].
 
 @pytest.mark.parametrize("width, heads", [
     (400, ["Node", "In use", "State", "Heartbeat", "Actions"]),
-    (1280, ["Node", "GPUs", "In use", "Tier", "State", "Heartbeat", "Actions"]),
+    (1280, ["Node", "GPUs", "In use", "Capacity tier", "State", "Heartbeat", "Actions"]),
 ])
 def test_each_nodes_state_and_actions_are_on_screen(session: Any, width: int, heads: list[str]) -> None:  # noqa: F811
     admin = user("admin")
