@@ -441,6 +441,25 @@ def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]], *, until: datetim
 
 #: Height of one category's label in a heat map's colour bar, in pixels.
 COLOURBAR_LABEL_PX = 40
+#: A colour-bar label's width per character, in pixels: plotly's 12 px tick font at 0.6 em, as
+#: qm.js (slotAxisPx) reckons it (Chromium draws about 5.4: the room is never short).
+COLOURBAR_CHAR_PX = 7.2
+#: The colour bar's own width besides its labels: its 30 px bar, 10 px padding, the tick and the
+#: right edge's 15 px (qm.js's reckoning too).
+COLOURBAR_BAR_PX = 30 + 10 + 3 + 15
+#: The categories a heat map's colour bar may show besides the teams.
+#: A slot's category on a node that takes no work: its idle GPUs are away, not free, as `qm sinfo`
+#: (AWAY), the overview's tile and the Nodes page say. Until 7 Dec the bar said "node takes no
+#: work", and a cordon widened the bar's room by those words (the map's cells jumped).
+AWAY = "away"
+HEATMAP_STATES = ("free", AWAY)
+
+
+def colour_bar_room(words: Iterable[str]) -> int:
+    """The right margin a heat map keeps for its colour bar: room for the longest of `words` (every
+    category it may show, not only those shown now), so the plot keeps its width when one comes or
+    goes (a node cordoned, a team's first job) and its cells do not jump at a live update."""
+    return math.ceil(COLOURBAR_BAR_PX + COLOURBAR_CHAR_PX * max((len(w) for w in words), default=0))
 
 
 def _takes_work(row: Any) -> bool:
@@ -454,12 +473,13 @@ FREE_COUNT_SAID = "The number at the right of a row is that node's free GPUs (�
 
 
 def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
-                  title: str = "Fleet heat map", caption: str | None = None) -> Chart:
+                  title: str = "Fleet heat map", caption: str | None = None, teams: Iterable[str] = ()) -> Chart:
     """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
     slots on unavailable nodes grey; `highlight_job` marks one job's GPUs in red. Each row ends
     with its node's free-slot count, as in seed 001's fragmentation figure ("–" on a node that
     takes no work), which the caption then says (`FREE_COUNT_SAID`, whatever caption the page
-    gives: the job and node pages' maps drew the numbers unexplained)."""
+    gives: the job and node pages' maps drew the numbers unexplained). `teams`: every team whose
+    GPUs the map may show later, for the colour bar's room (`colour_bar_room`)."""
     caption = caption or (
         "Every GPU of the fleet: a row per node (grouped by pool and leaf switch), a column per GPU "
         "slot, coloured by the team holding it; pale cells are free, grey cells sit on nodes that "
@@ -470,7 +490,7 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         return _empty(key, title, caption, x_title, y_title,
                       "No node has registered yet. When node agents register, every GPU appears here as a cell.", category="y")
     team_ids = {s.team: s.team_id for r in rows for s in r.slots if s is not None}
-    teams = sorted(team_ids)
+    teams_shown = sorted(team_ids)
     colours = team_colours(team_ids)
     width = max(len(r.slots) for r in rows)
     # Each cell's category: free, on a node that takes no work, this job (when highlighting), or
@@ -493,8 +513,9 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
             slot = r.slots[i]
             where = f"{r.name} GPU {i} ({r.gpu_type}, {r.leaf_switch}, {getattr(r, 'state_said', r.state)})"
             if slot is None:
-                c_row.append("free" if _takes_work(r) else "node takes no work")
-                t_row.append(f"{where}<br>free")
+                # (a grey cell's hover said "free" beside the caption's "away, not free")
+                c_row.append("free" if _takes_work(r) else AWAY)
+                t_row.append(f"{where}<br>free" if _takes_work(r) else f"{where}<br>{AWAY}: the node takes no work")
                 l_row.append(None)
             else:
                 mine = highlight_job is not None and slot.job_id == highlight_job
@@ -506,9 +527,9 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         text.append(t_row)
         links.append(l_row)
     present = {c for row in cells for c in row if c is not None}
-    fixed = [("free", FREE_COLOUR), ("node takes no work", UNAVAILABLE_COLOUR), ("this job", HIGHLIGHT_COLOUR)]
+    fixed = [("free", FREE_COLOUR), (AWAY, UNAVAILABLE_COLOUR), ("this job", HIGHLIGHT_COLOUR)]
     ordered = [(name, colour) for name, colour in fixed if name in present]
-    ordered += [(t, colours[t]) for t in teams if t in present]
+    ordered += [(t, colours[t]) for t in teams_shown if t in present]
     categories = [name for name, _ in ordered]
     palette = [colour for _, colour in ordered]
     index = {name: i for i, name in enumerate(categories)}
@@ -535,7 +556,10 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         "customdata": links, "hoverinfo": "text", "hovertemplate": "%{text}<extra></extra>",
         "colorscale": scale, "zmin": -0.5, "zmax": n - 0.5, "xgap": 2, "ygap": 2,
         "colorbar": {"tickmode": "array", "tickvals": list(range(n)), "ticktext": categories,
-                     "title": {"text": "holder"}, "len": bar_len},
+                     "title": {"text": "holder"}, "len": bar_len,
+                     # at the plot's right edge, in the margin kept for it (not 2 % of the plot's
+                     # width further, which a wide plot would push past that margin)
+                     "x": 1.0, "xanchor": "left", "xpad": 10, "thickness": 30},
     }]
     if len(rows) <= FREE_COUNT_ROWS:
         caption = f"{caption} {FREE_COUNT_SAID}"
@@ -553,7 +577,8 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
                "showgrid": False, "zeroline": False},
         yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "rangemode": "normal",
                "tickfont": {"size": 10 if len(rows) > 40 else 12}},
-        margin={"l": 140, "r": 20, "t": top, "b": bottom},
+        margin={"l": 140, "r": colour_bar_room([*HEATMAP_STATES, *(["this job"] if highlight_job is not None else []),
+                                                 "holder", *teams_shown, *teams]), "t": top, "b": bottom},
         showlegend=False,
         # qm.js labels every 2nd, 4th, ... slot where the plot is too narrow for every label
         meta={"slot_ticks": width},

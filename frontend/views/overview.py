@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -36,8 +37,9 @@ def start_of_day(now: datetime) -> datetime:
     return timezone.localtime(now, timezone.get_fixed_timezone(0)).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def overview_payload(request: HttpRequest, window: Window, team: str | None) -> dict[str, Any]:
-    """Everything the overview shows, in a fixed number of queries whatever the fleet's size."""
+def overview_payload(request: HttpRequest, window: Window, team: str | None, teams: Sequence[str] = ()) -> dict[str, Any]:
+    """Everything the overview shows, in a fixed number of queries whatever the fleet's size.
+    `teams`: every team's name, whose GPUs the heat map may show (its colour bar's room)."""
     now = timezone.now()
     since, until = window.bounds(now)
     samples = fleet_series(since, until)
@@ -46,7 +48,7 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     tiers, tier_note = utilization_points(since, until, window.key, now)
     grid = fleet_grid(request.user)
     today = lost_work_since(start_of_day(now))
-    heatmap = figures.fleet_heatmap(grid)
+    heatmap = figures.fleet_heatmap(grid, teams=teams)
     # The tiles count the fleet and the queue now, as the heat map beside them, the Nodes and Jobs
     # pages, `qm sinfo` and the API's metrics/queue/ and metrics/fragmentation/ do (one definition,
     # services/fleet_figures.py): read from the last cycle's sample, they lagged those by up to a
@@ -187,7 +189,7 @@ def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None, str, 
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
     window, teams, team, window_error, team_error = _filters(request)
-    payload = overview_payload(request, window, team)
+    payload = overview_payload(request, window, team, teams)
     return render(request, "frontend/overview.html", {
         "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
         "window_error": window_error, "team_error": team_error,
@@ -201,6 +203,6 @@ def overview(request: HttpRequest) -> HttpResponse:
 @answers_json
 @require_GET
 def overview_json(request: HttpRequest) -> JsonResponse:
-    window, _, team, _, _ = _filters(request)
-    payload = overview_payload(request, window, team)
+    window, teams, team, _, _ = _filters(request)
+    payload = overview_payload(request, window, team, teams)
     return JsonResponse({"charts": figures.charts_json(payload["charts"]), "text": payload["text"]})

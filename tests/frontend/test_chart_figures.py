@@ -49,7 +49,7 @@ def test_a_heat_map_says_each_nodes_slots_by_holder_and_links_its_jobs() -> None
     assert table["columns"] == ["node (pool / name)", "GPU slots by holder", "jobs on it"]
     # The jobs a click on a cell opens, each a link to its page; a job the viewer may not read, none.
     assert table["rows"] == [["h100 / n1", "free 2, vision 2", [{"text": "job 7", "href": "/jobs/7/"}, " (2 GPUs)"]],
-                             ["h100 / n2", "node takes no work 3, language 1", "–"]]
+                             ["h100 / n2", "away 3, language 1", "–"]]
     cell = figure_cell(table["rows"][0][2])
     assert cell == '<a href="/jobs/7/">job 7</a> (2 GPUs)', cell
 

@@ -21,7 +21,9 @@ def test_heat_map_colours_each_slot_by_its_team_and_counts_free_slots():
             node("n2", [Slot("language", None, team_id=2), None, None, None], state="cordoned")]
     chart = figures.fleet_heatmap(rows)
     heat = chart.figure["data"][0]
-    assert heat["colorbar"]["ticktext"] == ["free", "node takes no work", "language", "vision"]
+    assert heat["colorbar"]["ticktext"] == ["free", "away", "language", "vision"]
+    # an idle slot of the cordoned node is away, as qm sinfo, the tiles and the Nodes page say, not free
+    assert heat["text"][1][1].endswith("<br>away: the node takes no work") and heat["text"][0][2].endswith("<br>free")
     assert heat["z"] == [[3, 3, 0, 0], [2, 1, 1, 1]]
     assert heat["customdata"][0][:2] == [7, 7]
     assert "a job of another team" in heat["text"][1][0]

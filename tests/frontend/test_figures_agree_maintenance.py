@@ -58,7 +58,7 @@ def test_nodes_in_an_active_window_are_not_free_on_any_surface(client_for: Any, 
     cells = heatmap["figure"]["data"][0]
     categories = cells["colorbar"]["ticktext"]
     row = cells["y"].index("a100 / a100-02")
-    assert {categories[z] for z in cells["z"][row]} == {"node takes no work"}
+    assert {categories[z] for z in cells["z"][row]} == {"away"}
     assert "ready, in maintenance" in cells["text"][row][0]
 
     # Once the window is cancelled the nodes are free again, on the API as in the cycle.
