@@ -37,6 +37,8 @@ Families (labels in brackets):
   quartermaster_requeue_lost_gpu_seconds_total                             counter
   quartermaster_preemption_lost_gpu_seconds_total                          counter (deprecated: the same value)
   quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
+  quartermaster_oldest_feasible_pending_seconds                            gauge (the last cycle's, as the
+                                            overview's tile; 0 when no job that can run waits)
   quartermaster_eta_judged_jobs, quartermaster_eta_on_time_jobs            gauges (jobs started in the last
                                             24 h after waiting with an ETA; of them, started by the first told)
 
@@ -77,6 +79,7 @@ from controlplane.models import (
     AccountingCursor,
     AllocationGpu,
     FleetRollup,
+    FleetSample,
     Job,
     MaintenanceWindow,
     Node,
@@ -115,6 +118,7 @@ class QuartermasterCollector(Collector):
         yield from self._nodes()
         yield self._stopping_overdue()
         yield from self._leader()
+        yield from self._oldest_feasible_wait()
         yield from self._etas()
         lost = float(((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0))
         yield CounterMetricFamily(
@@ -431,6 +435,18 @@ class QuartermasterCollector(Collector):
         yield epoch
         yield last
 
+
+    def _oldest_feasible_wait(self) -> Iterator[GaugeMetricFamily]:
+        # The overview's tile "Oldest feasible job waits", from the same place: which waiting
+        # jobs can run is the cycle's finding, so it is the last cycle's (as the reserved GPUs).
+        family = GaugeMetricFamily(
+            f"{PREFIX}_oldest_feasible_pending_seconds",
+            "How long the longest-waiting job that can run on this fleet had waited at the last cycle "
+            "(jobs that can never run, held or waiting on another left out; 0 when none such waits).")
+        last = FleetSample.objects.order_by("-at").values_list("oldest_feasible_pending_s", flat=True)[:1]
+        if last:  # no series before the first cycle
+            family.add_metric([], last[0] or 0.0)
+        yield family
 
     def _etas(self) -> Iterator[GaugeMetricFamily]:
         judged, on_time = eta_record.counts(hours=24)
