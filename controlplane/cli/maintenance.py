@@ -148,8 +148,10 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
             output.emit_json(window)
         else:
             _print_window(window, "scheduled")
-            output.note(f"Jobs that would still run on its nodes when it begins wait (reason MaintenanceWindow). "
-                  f"Cancel it: qm maint cancel {window['id']}")
+            waits = ("No job starts on its nodes until it ends (jobs that could only run there wait, reason "
+                     "MaintenanceWindow)." if window.get("state") == "active" else
+                     "Jobs that would still run on its nodes when it begins wait (reason MaintenanceWindow).")
+            output.note(f"{waits} Cancel it: qm maint cancel {window['id']}")
         return 0
     window_id = _window_id(args.window)
     if action == "show":

@@ -173,6 +173,12 @@ def test_a_window_starting_now_says_what_runs_inside_it_now(qm, fleet) -> None: 
                         "limit at the latest (the scheduler stops none: cancel or requeue them to free the nodes):")
     assert lines[3].split()[0] == str(job)
     assert empty.out.splitlines()[1] == "No job holds GPUs on its nodes now."
+    # Its closing words too: the window has begun ("Jobs that would still run on its nodes when
+    # it begins wait" read on the demo, 7 Dec, for a window begun a second before).
+    for said in (r.out, empty.out):
+        assert "when it begins" not in said, said
+        assert ("No job starts on its nodes until it ends (jobs that could only run there wait, reason "
+                "MaintenanceWindow).") in said, said
 
 
 def test_a_windows_length_is_said_whole_as_the_server_says_it(qm, fleet) -> None:  # noqa: ANN001
