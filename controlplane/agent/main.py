@@ -615,6 +615,9 @@ def _drive(agents: list[NodeAgent], stop: threading.Event, shutdown_deadline: li
                 log.exception("simulated node round failed", node=agent.name)
                 wait = 1.0
             if agent.done or (shutdown_deadline and time.monotonic() > shutdown_deadline[0]):
+                if not agent.done:  # said as the real agent's loop says it (run_real)
+                    log.warning("control plane unreachable at shutdown; its lease will expire and fence",
+                                node=agent.name)
                 scheduled[i] = -1.0
                 continue
             # A wake-up that came in during this round is served by the next one, right away.
