@@ -35,6 +35,7 @@ refused in slurm_flags.py.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import signal
@@ -123,6 +124,29 @@ def _count_or_none(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of GPUs, nor none") from None
 
 
+#: sbatch --mem-per-gpu's units (K, M, G, T; K and M of a whole GB only), in GB, qm's unit.
+_SIZE_UNITS_GB = {"k": 1 / 1024 ** 2, "m": 1 / 1024, "g": 1, "t": 1024}
+_SIZE = re.compile(r"(\d+)\s*(?:([kmgt])(?:i?b)?)?", re.IGNORECASE)
+
+
+def _gigabytes(text: str) -> int:
+    """A memory flag's size: GB bare (qm's unit), or with sbatch's unit (32G, 32GB, 16384M, 1T).
+    `--mem-per-gpu 32G`, as a Slurm user types it, was "invalid int value"; one that is no whole
+    number of GB (16000M) is refused naming the whole GB above it, not rounded behind the user's
+    back (the API takes whole GB)."""
+    typed = text.strip()
+    size = _SIZE.fullmatch(typed)
+    if not size:
+        raise argparse.ArgumentTypeError(
+            f"'{typed[:40]}' is not a size: give GB as a number (32) or with its unit, as sbatch takes it: "
+            "32G, 16384M, 1T")
+    gb = int(size.group(1)) * _SIZE_UNITS_GB[(size.group(2) or "g").lower()]
+    if gb != int(gb):
+        raise argparse.ArgumentTypeError(
+            f"'{typed}' is not a whole number of GB ({gb:.3g} GB): give {math.ceil(gb)}G")
+    return int(gb)
+
+
 def _whole_number(text: str, what: str, least: int = 1, most: int | None = None) -> int:
     """A count flag's value: a whole number from `least` (to `most`), refused here, before any
     request, naming the flag (exit 2), as argparse refuses a flag it does not know: `qm list
@@ -185,9 +209,12 @@ def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> Non
                    help="GPUs of each gang member, each member whole on one node (members may share a node: "
                         f"--distinct-nodes keeps them apart); default: the scheduler decides{cleared}")
     p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
-    p.add_argument("--min-gpu-memory", type=int, metavar="GB", help="device memory each GPU must have at least")
+    p.add_argument("--min-gpu-memory", type=_gigabytes, metavar="GB",
+                   help="device memory each GPU must have at least: GB (80), or with a unit (80G, 81920M)")
     p.add_argument("--cpus-per-gpu", type=int, metavar="N", help="host CPUs per GPU (sbatch --cpus-per-gpu)")
-    p.add_argument("--memory-per-gpu", "--mem-per-gpu", type=int, metavar="GB", help="host memory per GPU (sbatch --mem-per-gpu)")
+    p.add_argument("--memory-per-gpu", "--mem-per-gpu", type=_gigabytes, metavar="GB",
+                   help="host memory per GPU (sbatch --mem-per-gpu): GB (32), or with sbatch's unit (32G, "
+                        "16384M, 1T); a bare number is GB, not sbatch's MB")
     p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"],
                    help="how close its GPUs must be: on one node, under one leaf switch, under one spine, or "
                         "anywhere (the default)")
