@@ -94,7 +94,7 @@ def load_spec_file(path: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise UsageError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
-        raise UsageError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
+        raise UsageError(f"{path} {_what_it_holds(data)}: write one job field a line, e.g. name: train and gpus: 8")
     _no_unknown_keys(path, data)
     spec: dict[str, Any] = {}
     for key, value in data.items():
@@ -131,6 +131,15 @@ def _field_holding_words(name: str, spellings: list[str]) -> list[str]:
         return []
     found = [s for s in spellings if f"_{name}_" in f"_{s}_"]
     return found if len(found) == 1 else []
+
+
+def _what_it_holds(data: Any) -> str:
+    """A job file that is no mapping, said as what it holds (it said "got NoneType" of an empty one)."""
+    if data is None:
+        return "is empty"
+    if isinstance(data, list):
+        return "holds a list, not a job's fields (one job a file; --array for many)"
+    return f"holds one value ({str(data)[:40]}), not a job's fields"
 
 
 def _not_a_batch_script(path: str, text: str) -> None:
