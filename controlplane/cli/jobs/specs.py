@@ -94,7 +94,10 @@ def _filled_in(spec: dict[str, Any]) -> None:
     if "gpus" not in spec and _roles_gpus(spec.get("roles")) is not None:
         spec["gpus"] = _roles_gpus(spec["roles"])  # a heterogeneous gang: its roles' sum
     if "gpus" not in spec and not spec.get("roles"):
-        raise UsageError("a job needs --gpus (or `gpus:` in the YAML file)")
+        elastic = "min_gpus" in spec or "max_gpus" in spec
+        bounds = (f"; an elastic one too: its preferred size, from --min-gpus {spec.get('min_gpus', '?')} "
+                  f"to --max-gpus {spec.get('max_gpus', '?')}") if elastic else ""
+        raise UsageError(f"a job needs --gpus (or `gpus:` in the YAML file){bounds}")
     # Roles qm cannot add up (a member's `gpus:` for `gpus_per_member:`, a count left out) go to
     # the API, which names each role's field at fault; "a job needs --gpus" sent the user to the
     # one field qm would have filled in.

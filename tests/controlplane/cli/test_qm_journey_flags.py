@@ -247,3 +247,14 @@ def test_a_misspelled_reason_names_the_flag_and_the_codes(alice_qm, fleet) -> No
         "error: Invalid request.\n  pending_code (--reason QuotaExceded): 'QuotaExceded' is not a valid choice; "
         f"choose one of: {', '.join(WAITING_CODES)}.\n")
     assert _ids(alice_qm("list", "--reason", " QuotaExceeded ").out) == {Job.objects.get(name="big").pk}
+
+
+def test_an_elastic_job_without_gpus_is_told_gpus_is_its_size_between_min_and_max(alice_qm, fleet) -> None:
+    # --min-gpus and --max-gpus read as the whole of an elastic request; "a job needs --gpus"
+    # alone did not say what --gpus is to one.
+    refused = alice_qm("submit", "--name", "x", "--min-gpus", "2", "--max-gpus", "16")
+
+    assert refused.code == 2
+    assert refused.err.strip() == ("error: a job needs --gpus (or `gpus:` in the YAML file); an elastic one too: "
+                                   "its preferred size, from --min-gpus 2 to --max-gpus 16")
+    assert not Job.objects.exists()
