@@ -132,7 +132,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
 
 def _said_twice(wanted: Sequence[Wanted], *, any_of: bool) -> dict[str, str]:
     """`resolve`'s step 1, each refusal on its item's field: a job or array named twice (or
-    ``singleton`` said twice), and, among any-of dependencies, aftercorr or singleton."""
+    ``singleton`` said twice), and, among any-of dependencies, aftercorr, singleton or a job array."""
     errors: dict[str, str] = {}
     seen: dict[Any, int] = {}
     for i, item in enumerate(wanted):
@@ -150,6 +150,12 @@ def _said_twice(wanted: Sequence[Wanted], *, any_of: bool) -> dict[str, str]:
             continue
         key = ("job", item.job) if item.job is not None else ("array", item.array)
         field = f"dependencies.{i}.{key[0]}"
+        if item.array is not None and any_of and item.condition != AFTERCORR:
+            # Its tasks would each be an alternative: the first to end as asked would start the
+            # job, where Slurm's afterok:ARRAY waits for the whole array.
+            errors[field] = (f"job array {item.array} cannot be one of any-of dependencies: it waits on every one "
+                             "of its tasks, and '?' on any one job; give it among all-of ones "
+                             "(afterok:ARRAY,afterany:12), or its tasks' job ids")
         if key in seen:
             errors[field] = (f"{key[0]} {key[1]} is already dependency {seen[key]}; a job depends on another "
                              "job once, with one condition")

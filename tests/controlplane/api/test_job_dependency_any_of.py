@@ -249,3 +249,25 @@ def test_the_submit_forms_live_check_judges_any_of_as_the_submit(fleet, alice) -
     assert refused["runs"] is False and "none of these any-of dependencies" in refused["errors"]["dependencies"][0]
     refused = check(f"afterok:{failed.pk},afterok:{running.pk}")  # all-of: the failed one can never be met
     assert refused["runs"] is False and "dependencies.0.condition" in refused["errors"]
+
+
+def test_a_job_array_is_no_alternative_among_any_of(fleet, alice) -> None:
+    # A job array waits on every task (Slurm's afterok:ARRAY: the whole array succeeded); as one
+    # of any-of dependencies its tasks became alternatives each, so the first task to succeed
+    # started the job ("runs after any of: job 9 ends or job 218 succeeds or job 219 …").
+    r = alice.post("/api/v1/job-arrays/", {"name": "sweep", "gpus": 1, "array": "0-2"}, format="json")
+    assert r.status_code == 201, r.json()
+    sweep = r.json()["array_id"]
+    other = f.make_job(fleet.ml, name="other", state=JobState.RUNNING)
+    before = Job.objects.count()
+
+    text = submit(alice, dependencies=f"afterok:{sweep}?afterany:{other.pk}")
+    listed = submit(alice, dependencies=[{"array": sweep}, {"job": other.pk, "condition": "afterany"}],
+                    dependency_mode="any")
+
+    for refused in (text, listed):
+        assert refused.status_code == 400, refused.json()
+        assert refused.json()["errors"] == {"dependencies.0.array": [
+            f"job array {sweep} cannot be one of any-of dependencies: it waits on every one of its tasks, and "
+            "'?' on any one job; give it among all-of ones (afterok:ARRAY,afterany:12), or its tasks' job ids"]}
+    assert Job.objects.count() == before
