@@ -41,13 +41,17 @@ def update_dependency(text: str) -> list[dict[str, Any]] | str:
     return f"{edit.op}{rest}"
 
 
+#: An upstream job's state in words, as the job page says it ("timed out", not "timed_out").
+_STATE_WORDS = {"timed_out": "timed out", "unschedulable": "can never run", "preempting": "stopping"}
+
+
 def runs_after(job: dict[str, Any]) -> str:
     """`job 12 succeeds (running), job 13 ends (met)`: the job's dependencies and where each
     stands; any-of ones (Slurm's `?`) `any of: job 12 succeeds (running) or job 13 fails
     (pending)`; empty for none."""
     parts = []
     for dep in job.get("dependencies") or []:
-        where = "met" if dep.get("satisfied_at") else dep.get("state") or "?"
+        where = "met" if dep.get("satisfied_at") else _STATE_WORDS.get(dep.get("state") or "?", dep.get("state"))
         parts.append(f"job {dep['job']} {DEPENDENCY_TYPES.get(dep['condition'], dep['condition'])} ({where})")
     if job.get("dependency_mode") == "any" and len(parts) > 1:
         return "any of: " + " or ".join(parts)

@@ -97,3 +97,16 @@ def test_submit_an_array_after_another_task_by_task(alice_qm, fleet) -> None:
             (up[task.array_index].pk, "afterok")]
     r = alice_qm("submit", "--name", "one", "--gpus", "1", "-d", f"aftercorr:{array_id}")
     assert r.code == 1 and "aftercorr is for a job array" in r.err
+
+
+def test_runs_after_says_an_upstream_state_in_words_as_the_page() -> None:
+    # "job 218 succeeds (timed_out)": the state's API name, where the job page said "now timed out".
+    from controlplane.cli.jobs.dependencies import runs_after
+
+    job = {"name": "eval", "dependency_mode": "any", "dependencies": [
+        {"job": 218, "condition": "afterok", "state": "timed_out", "satisfied_at": None},
+        {"job": 219, "condition": "afterany", "state": "unschedulable", "satisfied_at": None},
+        {"job": 220, "condition": "afterok", "state": "running", "satisfied_at": None}]}
+
+    assert runs_after(job) == ("any of: job 218 succeeds (timed out) or job 219 ends (can never run) or "
+                               "job 220 succeeds (running)")
