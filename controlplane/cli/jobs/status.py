@@ -4,6 +4,7 @@ preemption or requeue in its events' words."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from controlplane.cli import arguments, output
@@ -41,11 +42,17 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     stopping = explained["reason"] if job["state"] == "preempting" else ""
     running = explained["reason"] if job["state"] == "running" else ""
     output.fields([*_asked_fields(job), *_standing_fields(job, running, stopping),
-                   *_preemption_fields(api, job, stopping), ("command", job["command"])])
+                   *_preemption_fields(api, job, stopping), ("command", job["command"]),
+                   *([("environment", environment(job["env"]))] if job.get("env") else [])])
     if job["state"] == "pending" and (stalled := loop_warning(job.get("loop"),
                                                               "its reason, queue position and start above")):
         output.note(stalled)
     return 0
+
+
+def environment(env: dict[str, str]) -> str:
+    """`NAME=value ...` in name order, as the job page lists them, each as a shell reads it back."""
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(env.items()))
 
 
 def _asked_fields(job: dict[str, Any]) -> list[_Field]:
