@@ -39,7 +39,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Min, Sum, TextField, Value
 from django.db.models.functions import Concat
 
-from controlplane.choices import FINISHED_JOB_STATES, AllocationState, EventKind
+from controlplane.choices import FINISHED_JOB_STATES, AllocationState, EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, JobLogChunk
 from controlplane.services.run_text import run_named
 from scheduler_core.sentences import counted
@@ -417,9 +417,11 @@ def world_size(job: Job, generation: int) -> int | None:
 
 
 def _no_output(job: Job, generations: list[int], generation: int, rank: int, ranks: list[int]) -> str:
-    """A rank (or a run) with no output: "has written nothing yet" while the job may still run,
-    "wrote nothing" once it has ended (every run of it is over; "yet" read as if more might come)."""
-    said = "wrote nothing" if job.state in FINISHED_JOB_STATES else "has written nothing yet"
+    """A rank (or a run) with no output: "has written nothing yet" while the run may still write
+    (the job runs, and this is its latest run), "wrote nothing" once the run is over: the job has
+    ended, or waits again after a requeue, or runs a later run ("yet" read as if more might come)."""
+    running = job.state in (JobState.RUNNING, JobState.PREEMPTING) and generation == generations[-1]
+    said = "has written nothing yet" if running else "wrote nothing"
     if ranks:
         return (f"Rank {rank} of {run_named(generations, generation)} {said}; ranks with output: "
                 f"{', '.join(map(str, ranks[:32]))}.")

@@ -168,7 +168,8 @@ def test_in_chromium_the_selects_choose_the_rank_and_run_and_the_choice_stays_li
     panel.locator("select[name=generation]").select_option(str(first))
     page.wait_for_url(f"**/jobs/{job.pk}/?generation={first}&rank=2")
     alice.open(page.url.replace(alice.base, ""))
-    expect(panel.locator(".muted")).to_contain_text(f"Rank 2 of run 1 (lease generation {first}) has written nothing yet; "
+    # run 1 is over (run 2 runs now): it wrote nothing, and will not ("has written nothing yet" until 7 Dec)
+    expect(panel.locator(".muted")).to_contain_text(f"Rank 2 of run 1 (lease generation {first}) wrote nothing; "
                                                     "ranks with output: 0, 3.")
     panel.locator("select[name=rank]").select_option("3")
     page.wait_for_url(f"**/jobs/{job.pk}/?generation={first}&rank=3")

@@ -404,6 +404,28 @@ def test_a_rank_that_wrote_nothing_in_a_job_that_ended_is_not_told_yet(fleet: Lo
         quiet.json())
 
 
+def test_a_rank_that_wrote_nothing_in_a_run_that_is_over_is_not_told_yet(fleet: LoopFleet, alice: APIClient) -> None:
+    """`qm logs 12 --rank 31 --generation 12` of a gang requeued (waiting again, its run over)
+    said "has written nothing yet": a run that ended writes no more, whatever the job does now.
+    The run it runs now still may."""
+    node, _ = register_node("gpu-01")
+    job = make_job(fleet, gpus=2)
+    first = bind(job, {node: [0, 1]}).generation
+    Allocation.objects.filter(generation=first).update(state=AllocationState.RELEASED, released_at=timezone.now())
+    Job.objects.filter(pk=job.pk).update(state=JobState.PENDING)  # requeued: waiting again
+
+    waiting = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1, "generation": first})
+
+    assert waiting.status_code == 200 and waiting.json()["notice"] == (
+        f"Run 1 of job {job.pk} (lease generation {first}) wrote nothing."), waiting.json()
+    other, _ = register_node("gpu-02")
+    second = bind(job, {other: [0, 1]}).generation
+    earlier = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1, "generation": first})
+    now = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1, "generation": second})
+    assert earlier.json()["notice"] == f"Run 1 of job {job.pk} (lease generation {first}) wrote nothing."
+    assert now.json()["notice"] == f"Run 2 of job {job.pk} (lease generation {second}) has written nothing yet."
+
+
 def test_per_node_launch_has_a_rank_a_node(fleet: LoopFleet, alice: APIClient) -> None:
     one, _ = register_node("gpu-01")
     two, _ = register_node("gpu-02")
