@@ -60,21 +60,28 @@ def _start_cell(job: dict[str, Any]) -> str:
     return f"in {output.human_distance(ahead)}" if ahead > 0 else "passed"
 
 
+#: The upstream states in which a condition can never be met (services/dependencies/conditions.py's
+#: never_met): an any-of job's alternative that ended so is no longer one it waits on.
+_NEVER_MEETS = {"afterok": {"failed", "cancelled", "timed_out", "unschedulable"}, "afternotok": {"succeeded"}}
+
+
 def position_cell(job: dict[str, Any]) -> int | str | None:
     """A job's place in the queue (POS): its number while it waits in line; `held` for a held job,
     which is out of the queue until released (the API still ranks it after every job in line, as
     `qm explain` says; the jobs page shows no number for it either); `after 12` for a job waiting
     for a dependency, which has no place in the queue at all (the engine gives it no position):
     the jobs it waits for, those whose condition is not met yet (`after 12 or 13` when any one
-    will do); none otherwise."""
+    will do, those that can still be met); none otherwise."""
     if job["state"] != "pending":
         return job["queue_position"]
     if job.get("hold"):
         return "held"
     if job.get("pending_code") == "WaitingForDependency":
-        upstream = [str(d["job"]) for d in job.get("dependencies") or () if d.get("satisfied_at") is None]
+        any_of = job.get("dependency_mode") == "any"
+        upstream = [str(d["job"]) for d in job.get("dependencies") or () if d.get("satisfied_at") is None
+                    and not (any_of and d.get("state") in _NEVER_MEETS.get(d["condition"], ()))]
         if upstream:
-            return "after " + (" or " if job.get("dependency_mode") == "any" else ",").join(upstream)
+            return "after " + (" or " if any_of else ",").join(upstream)
     return job["queue_position"]
 
 

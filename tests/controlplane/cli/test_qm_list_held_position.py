@@ -59,3 +59,31 @@ def test_list_names_the_job_a_dependent_job_waits_for_instead_of_a_position(alic
     assert _pos(run.out, either.pk) == f"after {running.pk} or {also.pk}", run.out
     assert ("POS after N: waits for job N (its dependency) and is not in the queue until then; "
             "`qm explain ID` says for what.") in run.out
+
+
+def test_an_any_of_job_names_only_the_alternatives_still_possible(alice_qm, fleet) -> None:
+    # `after 9 or 218 or 219 or 220 …`: a sweep's tasks that had timed out (afterok never to be
+    # met) stayed in POS, as wide as the rest of the row; the job waits on job 9 alone.
+    running = f.make_job(fleet.ml, name="running", state=JobState.RUNNING)
+    timed_out = f.make_job(fleet.ml, name="timed-out", state=JobState.TIMED_OUT)
+    succeeded = f.make_job(fleet.ml, name="succeeded", state=JobState.SUCCEEDED)
+    either = f.make_job(fleet.ml, name="either", pending_code="WaitingForDependency", queue_position=None,
+                        dependency_mode="any")
+    JobDependency.objects.create(job=either, upstream=running, condition="afterany")
+    JobDependency.objects.create(job=either, upstream=timed_out, condition="afterok")
+    JobDependency.objects.create(job=either, upstream=succeeded, condition="afternotok")
+
+    run = alice_qm("list")
+
+    assert run.code == 0, run.err
+    assert _pos(run.out, either.pk) == f"after {running.pk}", run.out
+
+
+def test_pos_drops_an_alternative_exactly_when_the_server_finds_it_never_met() -> None:
+    from controlplane.choices import DependencyCondition
+    from controlplane.cli.jobs.listing import _NEVER_MEETS
+    from controlplane.services.dependencies.conditions import never_met
+
+    for condition in DependencyCondition.values:
+        for state in JobState.values:
+            assert (state in _NEVER_MEETS.get(condition, ())) == never_met(condition, state), (condition, state)
