@@ -649,11 +649,14 @@ def _update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at:
             job.pending_message = (f"Changed by {user.get_username()}; waiting for the next scheduling cycle "
                                    "to judge it as it is now.")
             job.pending_would_start_if = ""
+            # Not judged yet: "can never run as asked" was the old request's (the page said it
+            # beside "Changed", and no ETA for it, until the next cycle).
+            job.pending_resolvable = True
             if deps is not None and "dependencies" in diff and deps.waits:
                 # It waits on a job now: the engine's own words at once, as a submit says them.
                 job.pending_code, job.pending_message, job.pending_would_start_if = \
                     dependencies.waiting_words(deps.upstream, deps.blockers, any_of=deps.mode == "any")
-            written += ["pending_code", "pending_words", "would_start_if_words"]
+            written += ["pending_code", "pending_words", "would_start_if_words", "pending_resolvable"]
         # Only what changed: agents write a running job's progress columns meanwhile (they wait
         # for this row lock, and write after it).
         job.save(update_fields=written)

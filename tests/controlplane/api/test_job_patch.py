@@ -241,3 +241,20 @@ def test_a_change_is_said_for_people_each_field_by_its_name_and_unit(fleet, alic
                  "memory per GPU 0 GB → 40 GB", "min GPU memory 0 GB → 80 GB"):
         assert part in said, said
     assert r.json()["changes"]["runtime_limit_s"] == [14400, 9000]  # the data keeps the API's names and seconds
+
+
+def test_a_job_that_could_never_run_is_no_longer_said_to_once_changed(fleet, alice) -> None:
+    # The cycle had found it could never run as asked; changed (to a shape that may), the job
+    # page said "Changed …; waiting for the next scheduling cycle to judge it" beside "Waiting
+    # will not help: as asked, this job can never run" and "ETA none: it can never run as asked",
+    # from the old request, until that cycle.
+    job = _submitted(alice)
+    Job.objects.filter(pk=job.pk).update(pending_code="CanNeverRun", pending_resolvable=False,
+                                         pending_words="Can never run under its quota")
+
+    r = alice.patch(f"{J}{job.pk}/", {"gpus": 2}, format="json")
+
+    assert r.status_code == 200, r.content[:400]
+    assert (r.json()["job"]["pending_code"], r.json()["job"]["pending_resolvable"]) == ("Changed", True)
+    job.refresh_from_db()
+    assert job.pending_resolvable is True
