@@ -643,7 +643,8 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
             return refusal_answer(refusal)
         summary = self._summary(tasks)
         running = JobState.RUNNING in states
-        ended = [state for state in states if state != JobState.RUNNING]
+        # In words, as `left` below says them ("timed out"): the API's names read as code here.
+        ended = [str(JobState(state).label).lower() for state in states if state != JobState.RUNNING]
         left = ("not running (waiting or ended)" if states == [JobState.RUNNING] else
                 f"not {' or '.join(str(JobState(state).label).lower() for state in states)}")
         limit = summary["array_task_limit"]

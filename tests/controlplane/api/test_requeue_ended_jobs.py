@@ -253,7 +253,7 @@ def test_requeueing_an_arrays_failed_tasks_reruns_them_and_leaves_the_running_on
     body = r.json()
     assert sorted(body["rerun"]) == sorted([failed.pk, timed_out.pk]) and body["requeued"] == []
     assert body["not_running"] == 2 and body["not_requeued"] == []
-    assert body["detail"] == (f"Array {array_id} ({failed.name}, 4 tasks): 2 ended (failed, timed_out) back in the "
+    assert body["detail"] == (f"Array {array_id} ({failed.name}, 4 tasks): 2 ended (failed, timed out) back in the "
                               "queue, 2 not failed or timed out. The array runs at most 2 tasks at a time.")
     states = dict(Job.objects.filter(array_id=array_id).values_list("pk", "state"))
     assert states == {failed.pk: JobState.PENDING, timed_out.pk: JobState.PENDING, done.pk: JobState.SUCCEEDED,

@@ -41,7 +41,7 @@ def test_qm_requeue_array_states_reruns_the_failed_tasks_and_says_the_task_limit
     run = alice_qm("requeue", "--array", array_id, "--states", "failed,timed_out")
 
     assert run.code == 0, run.err
-    assert run.out == (f"Array {array_id} (sweep, 4 tasks): 2 ended (failed, timed_out) back in the queue, 2 not "
+    assert run.out == (f"Array {array_id} (sweep, 4 tasks): 2 ended (failed, timed out) back in the queue, 2 not "
                        "failed or timed out. The array runs at most 2 tasks at a time.\n")
     states = dict(Job.objects.filter(pk__in=ids).values_list("pk", "state"))
     assert states == {ids[0]: JobState.PENDING, ids[1]: JobState.PENDING, ids[2]: JobState.RUNNING,
