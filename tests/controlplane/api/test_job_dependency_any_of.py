@@ -271,3 +271,17 @@ def test_a_job_array_is_no_alternative_among_any_of(fleet, alice) -> None:
             f"job array {sweep} cannot be one of any-of dependencies: it waits on every one of its tasks, and "
             "'?' on any one job; give it among all-of ones (afterok:ARRAY,afterany:12), or its tasks' job ids"]}
     assert Job.objects.count() == before
+
+
+def test_a_change_to_any_of_with_a_job_array_is_refused_alike(fleet, alice) -> None:
+    r = alice.post("/api/v1/job-arrays/", {"name": "sweep", "gpus": 1, "array": "0-1"}, format="json")
+    sweep = r.json()["array_id"]
+    other = f.make_job(fleet.ml, name="other", state=JobState.RUNNING)
+    waiting = submitted(alice, dependencies=f"afterany:{other.pk}")
+
+    changed = alice.patch(f"{JOBS}{waiting.pk}/", {"dependencies": f"afterok:{sweep}?afterany:{other.pk}"},
+                          format="json")
+
+    assert changed.status_code == 400, changed.json()
+    assert list(changed.json()["errors"]) == ["dependencies.0.array"]
+    assert sorted(JobDependency.objects.filter(job=waiting).values_list("upstream_id", flat=True)) == [other.pk]
