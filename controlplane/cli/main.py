@@ -41,6 +41,7 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from controlplane.cli import output, terminal_width
@@ -125,8 +126,9 @@ def _count_or_none(text: str) -> int | str:
 
 
 #: sbatch --mem-per-gpu's units (K, M, G, T; K and M of a whole GB only), in GB, qm's unit.
-_SIZE_UNITS_GB = {"k": 1 / 1024 ** 2, "m": 1 / 1024, "g": 1, "t": 1024}
-_SIZE = re.compile(r"(\d+)\s*(?:([kmgt])(?:i?b)?)?", re.IGNORECASE)
+_SIZE_UNITS_GB = {"k": Fraction(1, 1024 ** 2), "m": Fraction(1, 1024), "g": Fraction(1), "t": Fraction(1024)}
+#: ASCII digits only: int() reads other scripts' digits too ('٣٢' is 32).
+_SIZE = re.compile(r"([0-9]+)\s*(?:([kmgt])(?:i?b)?)?", re.IGNORECASE)
 
 
 def _gigabytes(text: str) -> int:
@@ -141,9 +143,9 @@ def _gigabytes(text: str) -> int:
             f"'{typed[:40]}' is not a size: give GB as a number (32) or with its unit, as sbatch takes it: "
             "32G, 16384M, 1T")
     gb = int(size.group(1)) * _SIZE_UNITS_GB[(size.group(2) or "g").lower()]
-    if gb != int(gb):
-        raise argparse.ArgumentTypeError(
-            f"'{typed}' is not a whole number of GB ({gb:.3g} GB): give {math.ceil(gb)}G")
+    if gb.denominator != 1:
+        said = f"is not a whole number of GB ({float(gb):.3g} GB)" if gb > 1 else "is less than 1 GB"
+        raise argparse.ArgumentTypeError(f"'{typed}' {said}: give {math.ceil(gb)}G")
     return int(gb)
 
 

@@ -37,7 +37,9 @@ def test_update_takes_the_same_units(alice_qm, fleet) -> None:
 @pytest.mark.parametrize(("typed", "said"), [
     ("16000M", "'16000M' is not a whole number of GB (15.6 GB): give 16G"),
     ("32X", "'32X' is not a size: give GB as a number (32) or with its unit, as sbatch takes it: 32G, 16384M, 1T"),
+    ("1K", "'1K' is less than 1 GB: give 1G"),
     ("G", "'G' is not a size"),
+    ("٣٢G", "'٣٢G' is not a size"),  # Arabic-Indic digits, which int() reads as 32
     ("-4G", "'-4G' is not a size"),
 ])
 def test_a_size_qm_cannot_take_is_refused_naming_the_flag(alice_qm, fleet, typed, said) -> None:
@@ -47,3 +49,4 @@ def test_a_size_qm_cannot_take_is_refused_naming_the_flag(alice_qm, fleet, typed
     assert "argument --memory-per-gpu/--mem-per-gpu: " + said in run.err
     assert "invalid int value" not in run.err
     assert not Job.objects.exists()
+
