@@ -481,14 +481,19 @@ def _write_places(places: list[tuple[Any, ...]], told_at: datetime,
     read, its BIND_GUARD_COLUMNS, as a bind is guarded): a job changed by PATCH jobs/{id}/ or
     `qm update` after the read (services/holds.update, which starts a new stay and clears the
     place's first ETA) would otherwise get its new stay's first ETA from the old request. See
-    `_tell_first_etas`."""
+    `_tell_first_etas`.
+
+    A place is written only for a job held, or not, as the snapshot read it: a hold after the
+    read took the job out of line and deleted its place (services/holds.hold), and the cycle's
+    place from before it put it back, "held … in 8 min" until the next cycle (found on the demo)."""
     if not places:
         return
     table = PendingPlace._meta.db_table
     jobs = Job._meta.db_table
     pending = JobState.PENDING.value
+    holds_read = [_hold_as_read(as_read, place[0]) for place in places]
     if connection.vendor == "postgresql":
-        columns = list(zip(*places, strict=True))
+        columns = [*zip(*places, strict=True), holds_read]
         with connection.cursor() as cursor:
             # The places as this cycle ranks them, a first ETA kept, never set here; returns the
             # places that have an ETA and no first ETA yet: those whose first ETA is to be told.
@@ -497,8 +502,9 @@ def _write_places(places: list[tuple[Any, ...]], told_at: datetime,
             cursor.execute(
                 f"INSERT INTO {table} AS p (job_id, queue_position, eta, numbers, first_eta, first_eta_at) "
                 "SELECT v.id, v.pos, v.eta, v.numbers, NULL, NULL "
-                "FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::text[]) AS v(id, pos, eta, numbers) "
-                f"JOIN {jobs} AS j ON j.id = v.id AND j.state = %s "
+                "FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::text[], %s::text[]) "
+                "AS v(id, pos, eta, numbers, hold) "
+                f"JOIN {jobs} AS j ON j.id = v.id AND j.state = %s AND (v.hold IS NULL OR j.hold = v.hold) "
                 "ON CONFLICT (job_id) DO UPDATE SET queue_position = EXCLUDED.queue_position, eta = EXCLUDED.eta, "
                 "numbers = EXCLUDED.numbers "
                 "WHERE (p.queue_position, p.eta, p.numbers) "
@@ -511,7 +517,9 @@ def _write_places(places: list[tuple[Any, ...]], told_at: datetime,
         _tell_first_etas(untold, told_at, as_read)
         return
     # SQLite (the embedded demo): one pipelined upsert per row, for the jobs still pending.
-    still = set(Job.objects.filter(pk__in=[p[0] for p in places], state=pending).values_list("pk", flat=True))
+    read = {place[0]: hold for place, hold in zip(places, holds_read, strict=True)}
+    still = {pk for pk, hold in Job.objects.filter(pk__in=list(read), state=pending).values_list("pk", "hold")
+             if read[pk] is None or read[pk] == hold}
     adapt = connection.ops.adapt_datetimefield_value
     with connection.cursor() as cursor:
         cursor.executemany(
@@ -524,6 +532,16 @@ def _write_places(places: list[tuple[Any, ...]], told_at: datetime,
     untold = list(PendingPlace.objects.filter(job_id__in=still, first_eta__isnull=True, eta__isnull=False)
                   .values_list("job_id", flat=True))
     _tell_first_etas(untold, told_at, as_read)
+
+
+#: Where a job's hold is in its row as the snapshot read it (`SnapshotContext.as_read`).
+_HOLD_READ_AT = BIND_GUARD_COLUMNS.index("hold")
+
+
+def _hold_as_read(as_read: dict[str, tuple[Any, ...]] | None, pk: int) -> str | None:
+    """The job's hold as the snapshot read it; None when nothing was read to compare with."""
+    row = None if as_read is None else as_read.get(str(pk))
+    return None if row is None else str(row[_HOLD_READ_AT])
 
 
 def _tell_first_etas(untold: list[int], told_at: datetime, as_read: dict[str, tuple[Any, ...]] | None) -> None:

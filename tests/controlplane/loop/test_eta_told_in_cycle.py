@@ -17,6 +17,7 @@ from controlplane.choices import JobState
 from controlplane.models import Allocation, Job, PendingPlace, Team
 from controlplane.services import cycle, eta_record, holds, transitions
 from controlplane.services.cycle import _write_places
+from controlplane.services.snapshot import BIND_GUARD_COLUMNS
 from tests.controlplane import factories as f
 from tests.controlplane.eta_fixtures import one_node_team, submit
 
@@ -93,6 +94,27 @@ def test_a_hold_ends_the_stay_in_the_queue_and_the_next_one_is_told_afresh(one_n
     _write_places([(job.pk, 1, at + timedelta(hours=5), "")], at + timedelta(hours=1))
     place = PendingPlace.objects.get(job=job)
     assert (place.first_eta, place.first_eta_at) == (at + timedelta(hours=5), at + timedelta(hours=1))
+
+
+def test_a_cycle_that_read_a_job_before_its_hold_writes_it_no_place(one_node: Team) -> None:
+    """Found on the demo: a cycle running when a job was held wrote its place after the hold had
+    taken it out of the queue, and the page said "held … in 8 min" until the next cycle."""
+    at = timezone.now().replace(microsecond=0)
+    job = submit(one_node, "held meanwhile", 3600, at)
+    read = {str(pk): row for pk, *row in Job.objects.filter(pk=job.pk).values_list("pk", *BIND_GUARD_COLUMNS)}
+    boss = f.make_user("boss", superuser=True)
+    holds.hold(boss, job.pk)  # after the cycle's read, before its write
+    _write_places([(job.pk, 1, at + timedelta(hours=1), "")], at, read)
+    assert not PendingPlace.objects.filter(job=job).exists()
+
+    # Held as read: its place (out of line, after every queued job) is written as every cycle does.
+    held = {str(pk): row for pk, *row in Job.objects.filter(pk=job.pk).values_list("pk", *BIND_GUARD_COLUMNS)}
+    _write_places([(job.pk, 4, None, "")], at, held)
+    assert PendingPlace.objects.get(job=job).queue_position == 4
+    holds.release(boss, job.pk)  # released after that read: the held place is not written again
+    PendingPlace.objects.filter(job=job).delete()
+    _write_places([(job.pk, 4, None, "")], at, held)
+    assert not PendingPlace.objects.filter(job=job).exists()
 
 
 def test_a_requeued_job_shows_no_eta_told_until_it_starts_again(one_node: Team) -> None:
