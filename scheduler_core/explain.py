@@ -135,6 +135,10 @@ class _Worded(NamedTuple):
     on_types: tuple[_Worded, ...] = ()
     """Short of room on several GPU types it accepts: its words per type, its first type's
     first (``Outcome.elsewhere``; the start is the earliest)."""
+    on_shared_classes: bool = False
+    """Some type of ``on_types`` shares node classes with its first (a gang's mixed option
+    beside its one-type options): told once per outcome, not per job
+    (:meth:`_Explainer._place_first_room`)."""
 
 
 class _Explainer:
@@ -327,7 +331,9 @@ class _Explainer:
             worded.append(self.word(spec, o._replace(
                 message=f"{o.message}{FIRST_ON} {name} GPUs{mixing} (it also takes {also}).{note}",
                 would_start_if=would)))
-        return worded[0]._replace(on_types=tuple(worded))
+        first = set(worded[0].classes)
+        return worded[0]._replace(on_types=tuple(worded), on_shared_classes=any(
+            first & set(alt.classes) for alt in worded[1:]))
 
     def _capacity_eta(self, spec: JobSpec, d: Demand, classes: tuple[int, ...],
                       members: tuple[tuple[int, ...], ...] = ()) -> tuple[float | None, bool]:
@@ -466,7 +472,7 @@ class _Explainer:
         if w.on_types and not dry:
             return self._place_first_room(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
-         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _, _, _, _, _) = w
+         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _, _, _, _, _, _) = w
         message = text
         job_id = spec.id
         unpromised = job_id not in self.promised
@@ -527,12 +533,11 @@ class _Explainer:
         type told made the ETAs of the jobs of one type behind it worse, and its own less
         good, in forward runs of the 1,000-GPU benchmark fleets (the drain line does not know
         which type's queue a job of several joins)."""
-        first = w.on_types[0]
-        if spec.array_task_limit is None and not any(
-                set(first.classes) & set(alt.classes) for alt in w.on_types[1:]):
+        if spec.array_task_limit is None and not w.on_shared_classes:
             # (a gang's mixed option shares classes with its one-type options: placed first for
             # good, its run on them was work queued ahead of itself there)
             return self._place_first_room_fast(spec, w, position)
+        first = w.on_types[0]
         best, start = first, math.inf
         for alt in w.on_types:
             eta = self.place(spec, alt, position, dry=True).eta
