@@ -1046,9 +1046,14 @@ class _DrainLine:
 def _tried_on(outcome: Outcome) -> tuple[tuple[int, ...], ...]:
     """The classes the cycle tried each member of the outcome's gang on
     (``Outcome.member_classes``), when they are those of its ``classes`` (an outcome worded
-    on another type's classes keeps its own members' none of); else ``()``."""
+    on another type's classes keeps its own members' none of); else ``()``. A job of one
+    member gets ``()`` at once: only a gang of several is placed on its members' classes
+    (:meth:`_Explainer._placed_on`), and the sets were built for each of some 500 outcomes
+    worded a cycle."""
     members = outcome.member_classes
-    if members and len(members) == len(outcome.demand.members if outcome.demand else ()) \
+    if len(members) < 2:
+        return ()
+    if len(members) == len(outcome.demand.members if outcome.demand else ()) \
             and {c for cls in members for c in cls} == set(outcome.classes):
         return members
     return ()
