@@ -90,8 +90,12 @@ class Quota(models.Model):
         (services/quotas.clear_limits_out_of_cohort; migration 0034 cleared those left before), so
         none is stored on such a quota; a limit the quota already had passes this check only
         because the team's admin page checks its quota rows before saving the move that clears
-        them."""
-        if self.team_id is None or self.team.cohort_id is not None:
+        them. A team not saved yet (the admin's *Add team* page checks its quota rows before the
+        team is written) is judged by the cohort its form gives it: until 7 Dec it was skipped, and
+        a new team in no cohort was stored with the limits this refuses."""
+        if self.team_id is None and not Quota.team.is_cached(self):
+            return
+        if self.team.cohort_id is not None:
             return
         stored = None
         if self.pk is not None:
