@@ -171,7 +171,15 @@ class PriorityClass(models.Model):
         problems: dict[str, str] = {}
         if reserved := name_given_is_reserved(self, PriorityClass, "priority class"):
             problems["name"] = reserved
-        if default is not None and most is not None and default > most:
+        # A job always runs under a limit above 0 (Job, job_runtime_limit_positive), and a submit
+        # naming none takes the default: a 0 here made each such submit a 409 in the database's
+        # words, and a maximum of 0 refused every limit.
+        meant = {"default_runtime_limit_s": "the runtime limit a job of the class gets when it names none",
+                 "max_runtime_limit_s": "the longest runtime limit a job of the class may name"}
+        for name, limit in (("default_runtime_limit_s", default), ("max_runtime_limit_s", most)):
+            if limit == 0:
+                problems[name] = f"0 s lets no job run: give {meant[name]}, in seconds (3600: an hour)"
+        if default and most is not None and default > most:
             problems["default_runtime_limit_s"] = f"{default} s is beyond max_runtime_limit_s ({most} s)"
         # A preemptible class whose minimum runtime passes its longest run, or whose budget window
         # counts nothing, quietly changed what preemption does (a typo made the class never
