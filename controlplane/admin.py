@@ -410,7 +410,10 @@ class UserAdmin(DeletesSelectedLocked, NamedControls, ShownWhole, DjangoUserAdmi
             return
         super().save_model(request, obj, form, change)
 
-    @admin.action(description="Revoke API tokens (they sign in again: qm login)")
+    # Asks "change": revoking signs a user out of every client, which one who may only view
+    # users (a staff operator's group) must not do; a fleet admin by membership may
+    # (has_change_permission), a superuser's tokens too: it takes access away and gives none.
+    @admin.action(description="Revoke API tokens (they sign in again: qm login)", permissions=["change"])
     def revoke_api_tokens(self, request: HttpRequest, queryset: Any) -> None:
         revoked, had_none = api_tokens.revoke(list(queryset), _actor(request))
         said = "; ".join(
