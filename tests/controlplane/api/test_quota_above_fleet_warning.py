@@ -137,3 +137,36 @@ def test_the_admins_save_says_it(fleet, browser) -> None:
     # A save within the fleet says none of it.
     said = _admin_save(browser, quota, nominal_gpus=16, borrowing_limit=8)
     assert not [m for m in said if "the fleet has" in m], said
+
+
+def _team_page_save(browser: Any, team: Any, **row: Any) -> list[str]:
+    """`team`'s admin page saved with its first quota row changed by `row`: the warnings said."""
+    path = f"/admin/controlplane/team/{team.pk}/change/"
+    form = {k: v for k, v in f.admin_change_form(browser.get(path)).items() if v is not False}
+    form.update({f"quotas-0-{name}": value for name, value in row.items()})
+    r = browser.post(path, form, follow=True)
+    assert r.status_code == 200 and r.redirect_chain, r.content[:3000]
+    return [str(m) for m in get_messages(r.wsgi_request) if m.level_tag == "warning"]
+
+
+def test_the_team_pages_quota_rows_say_it_as_the_quota_page_does(fleet, browser) -> None:
+    """Found in the demo: serving's H100 nominal raised from 24 to 500 on its team page (the
+    quota rows there) on a fleet of 96 was "changed successfully", with none of the words the
+    quota page and the API give."""
+    quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
+
+    said = _team_page_save(browser, fleet.ml, nominal_gpus=500, borrowing_limit=500)
+
+    quota.refresh_from_db()
+    assert (quota.nominal_gpus, quota.borrowing_limit) == (500, 500)
+    assert said == [
+        "Nominal 500 is above the 32 H100-80GB GPUs the fleet has: the team can never hold it all until more come.",
+        "Borrowing limit 500 is above the 32 H100-80GB GPUs the fleet has: the team can never borrow that many; "
+        "until more come it limits nothing.",
+        "All teams' nominal H100-80GB quotas add up to 516, above the 32 H100-80GB GPUs the fleet has: these "
+        "guarantees cannot all be honoured at once.",
+    ], said
+    # A row saved within the fleet, and a save that leaves the rows as they were, say none of it.
+    assert not [m for m in _team_page_save(browser, fleet.ml, nominal_gpus=16, borrowing_limit=8)
+                if "the fleet has" in m]
+    assert not [m for m in _team_page_save(browser, fleet.ml) if "the fleet has" in m]
