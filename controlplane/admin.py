@@ -1030,6 +1030,7 @@ def _node_action(verb: Any, label: str) -> Any:
                 return asked
         moved: list[str] = []
         already: list[str] = []
+        reasoned: list[str] = []  # already there, given a new reason: recorded (services/nodes._apply)
         left: list[str] = []
         for node in queryset.order_by("name"):
             before, wished = node.state, node.unschedulable
@@ -1046,10 +1047,15 @@ def _node_action(verb: Any, label: str) -> Any:
             elif after.unschedulable != wished:  # away: only the wish for its return changed
                 returns = NodeState.CORDONED if after.unschedulable else NodeState.READY
                 moved.append(f"{node.name} ({before}, returns {returns})")
+            elif reason and after.state == (NodeState.CORDONED if name == "cordon" else NodeState.DRAINING):
+                reasoned.append(node.name)
             else:
                 already.append(node.name)
         if moved:
             modeladmin.message_user(request, f"{action}: " + ", ".join(moved), level=messages.SUCCESS)
+        if reasoned:
+            modeladmin.message_user(request, f"Already there, its reason now recorded ({reason}): "
+                                    + ", ".join(reasoned), level=messages.INFO)
         if already:
             modeladmin.message_user(request, "Already there, nothing recorded: " + ", ".join(already),
                                     level=messages.INFO)

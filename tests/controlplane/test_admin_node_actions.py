@@ -140,3 +140,22 @@ def test_a_reason_of_two_lines_is_refused_and_nothing_done(fleet, browser) -> No
     assert refusal.endswith("nothing was done."), refusal
     assert Node.objects.get(pk=node.pk).state == NodeState.READY
     assert not Event.objects.filter(kind=EventKind.NODE_STATE).exists()
+
+
+def test_a_new_reason_for_a_node_already_cordoned_is_said_recorded_not_nothing_recorded(fleet, browser) -> None:
+    """Found in the demo: cordoning h100-12, cordoned already, with the reason "again" recorded a
+    node.state event with it (its reason now, as Slurm's `scontrol update reason=`), and the page
+    said "Already there, nothing recorded: h100-12" beside "its reason is now: again"."""
+    from controlplane.services import nodes
+
+    node, other = fleet.nodes[1], fleet.nodes[2]
+    Node.objects.filter(pk__in=[node.pk, other.pk]).update(state=NodeState.CORDONED, unschedulable=True)
+
+    said = _act(browser, "cordon", [node, other], reason="XID 79 on GPU 3")
+
+    assert said["info"][0] == "Already there, its reason now recorded (XID 79 on GPU 3): h100-1, h100-2", said
+    assert not [m for m in said["info"] if "nothing recorded" in m], said
+    assert Event.objects.filter(kind=EventKind.NODE_STATE, data__reason="XID 79 on GPU 3").count() == 2
+    assert Node.objects.annotate(why=nodes.cordon_reason()).get(pk=node.pk).why == "XID 79 on GPU 3"
+    # With no reason given, nothing is recorded, and the page says so.
+    assert _act(browser, "cordon", [node]) == {"info": ["Already there, nothing recorded: h100-1"]}
