@@ -34,6 +34,7 @@ from controlplane.admin_forms import (
     KeepsOthersChanges,
     NamedControls,
     NamedInlineControls,
+    OneRolePerTeam,
     OpenedAsForm,
     PlainTextColumns,
     ShownWhole,
@@ -133,6 +134,7 @@ admin.site.get_app_list = _app_list_with_policy  # type: ignore[method-assign]
 class MembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
     model = Membership
     form = OpenedAsForm
+    formset = OneRolePerTeam
     extra = 0
 
 
@@ -305,6 +307,7 @@ class UserMembershipInline(NamedInlineControls, IntegerColumnBounds, admin.Tabul
 
     model = Membership
     fk_name = "user"
+    formset = OneRolePerTeam
     extra = 0
     verbose_name = "role"
     verbose_name_plural = "roles (a team's, or none's: finance and admins read every team)"

@@ -432,3 +432,19 @@ def delete_selected_locked(modeladmin: admin.ModelAdmin, request: Any, queryset:
                 request, f"{len(gone)} {label} ({', '.join(map(str, gone))}) had been deleted meanwhile (by another "
                          "admin, or through the API): not deleted nor recorded again here.", messages.WARNING)
     return None
+
+
+class OneRolePerTeam(forms.BaseInlineFormSet):
+    """A user's memberships, on a team's page or a user's: a user has one role in a team (the
+    unique constraint on user and team), so a second row for the same pair is refused saying
+    that, and what to do: change the row already there. Django's own words, "Please correct the
+    duplicate data for user." and "Please correct the duplicate values below.", named no rule,
+    and an admin making a member the team's admin by adding a row was left to guess."""
+
+    ONE_ROLE = "A user has one role in a team: change the role on the row already there instead of adding another."
+
+    def get_unique_error_message(self, unique_check: Any) -> str:
+        return self.ONE_ROLE
+
+    def get_form_error(self) -> str:
+        return "Another row gives this user a role in this team already: " + self.ONE_ROLE[0].lower() + self.ONE_ROLE[1:]
