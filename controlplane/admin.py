@@ -1068,7 +1068,9 @@ def _node_action(verb: Any, label: str) -> Any:
             modeladmin.message_user(request, f"Node {said}", level=messages.INFO)
         return None
     act.__name__ = verb.__name__
-    return admin.action(description=label)(act)
+    # "change": Django offers an action that asks nothing to whoever may view the list, and a
+    # view-only operator cordoned, drained and retired nodes until 7 Dec.
+    return admin.action(description=label, permissions=["change"])(act)
 
 
 class NodeMaintenanceFilter(admin.SimpleListFilter):
@@ -1451,7 +1453,8 @@ class MaintenanceWindowAdmin(NamedControls, ShownWhole, IntegerColumnBounds, adm
             return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
                                                 current_app=self.admin_site.name))
 
-    @admin.action(description="Cancel selected windows: their nodes take any work again (kept in the history)")
+    @admin.action(description="Cancel selected windows: their nodes take any work again (kept in the history)",
+                  permissions=["change"])  # not one who may only view them (see _node_action)
     def cancel_windows(self, request: HttpRequest, queryset: QuerySet[MaintenanceWindow]) -> TemplateResponse | None:
         chosen = list(queryset.order_by("pk"))
         now = timezone.now()
