@@ -34,6 +34,8 @@ from controlplane.admin_forms import (
     KeepsOthersChanges,
     NamedControls,
     NamedInlineControls,
+    OneProjectPerName,
+    OneQuotaPerGpuType,
     OneRolePerTeam,
     OpenedAsForm,
     PlainTextColumns,
@@ -141,6 +143,7 @@ class MembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularIn
 class ProjectInline(NamedInlineControls, IntegerColumnBounds, PlainTextColumns, admin.TabularInline):
     model = Project
     form = OpenedAsForm
+    formset = OneProjectPerName
     extra = 0
 
 
@@ -167,6 +170,7 @@ class QuotaWords:
 class QuotaInline(NamedInlineControls, QuotaWords, IntegerColumnBounds, admin.TabularInline):
     model = Quota
     form = OpenedAsForm
+    formset = OneQuotaPerGpuType
     extra = 0
 
 

@@ -434,17 +434,35 @@ def delete_selected_locked(modeladmin: admin.ModelAdmin, request: Any, queryset:
     return None
 
 
-class OneRolePerTeam(forms.BaseInlineFormSet):
-    """A user's memberships, on a team's page or a user's: a user has one role in a team (the
-    unique constraint on user and team), so a second row for the same pair is refused saying
-    that, and what to do: change the row already there. Django's own words, "Please correct the
-    duplicate data for user." and "Please correct the duplicate values below.", named no rule,
-    and an admin making a member the team's admin by adding a row was left to guess."""
+class SaysWhatIsOnce(forms.BaseInlineFormSet):
+    """An inline whose rows must differ in a column (a unique constraint with the page's record),
+    refused in words that say the rule and what to do (`ONCE`), on the formset and on the row
+    that repeats another. Django's own, "Please correct the duplicate data for user." and "Please
+    correct the duplicate values below.", named no rule: an admin making a member the team's
+    admin by adding a row, or giving a new team two rows of one GPU type, was left to guess."""
 
-    ONE_ROLE = "A user has one role in a team: change the role on the row already there instead of adding another."
+    ONCE = ""
 
     def get_unique_error_message(self, unique_check: Any) -> str:
-        return self.ONE_ROLE
+        return self.ONCE
 
     def get_form_error(self) -> str:
-        return "Another row gives this user a role in this team already: " + self.ONE_ROLE[0].lower() + self.ONE_ROLE[1:]
+        return "This row repeats another: " + self.ONCE[0].lower() + self.ONCE[1:]
+
+
+class OneRolePerTeam(SaysWhatIsOnce):
+    """A user's memberships, on a team's page or a user's (unique on user and team)."""
+
+    ONCE = "A user has one role in a team: change the role on the row already there instead of adding another."
+
+
+class OneQuotaPerGpuType(SaysWhatIsOnce):
+    """A team's quotas on its page (unique on team and GPU type)."""
+
+    ONCE = "A team has one quota per GPU type: give all of this type's GPUs and limits in one row."
+
+
+class OneProjectPerName(SaysWhatIsOnce):
+    """A team's projects on its page (unique on team and name)."""
+
+    ONCE = "A team has one project of a name: give each row another name."

@@ -52,7 +52,7 @@ def _said(answer) -> str:  # type: ignore[no-untyped-def]
     return answer.content.decode()
 
 
-ONE_ROLE = "A user has one role in a team: change the role on the row already there instead of adding another"
+ONE_ROLE = "A user has one role in a team: change the role on the row already there instead of adding another."
 
 
 def test_a_second_role_in_the_same_team_says_one_role_per_team_on_the_team_page(fleet, browser) -> None:

@@ -58,3 +58,21 @@ def test_a_new_team_in_a_cohort_takes_its_quota_limits(fleet, browser) -> None:
     assert answer.status_code == 302, answer.content.decode()[:2000]
     quota = Quota.objects.get(team__name="solo")
     assert (quota.team.cohort_id, quota.borrowing_limit, quota.lending_limit) == (cohort.pk, 5, 2)
+
+
+def test_two_rows_of_one_gpu_type_or_one_project_name_say_the_rule(fleet, browser) -> None:
+    """A new team's rows are checked against each other by the formset alone (the model's own
+    check reads the rows stored, and there are none yet): until 7 Dec it said Django's "Please
+    correct the duplicate data for gpu_type." and "… for name.", naming no rule."""
+    form = _new_team(fleet, cohort="", borrowing="", lending="")
+    form.update({"quotas-TOTAL_FORMS": 2, "quotas-1-gpu_type": fleet.h100.pk, "quotas-1-nominal_gpus": 2,
+                 "projects-TOTAL_FORMS": 2, "projects-0-name": "eval", "projects-1-name": "eval"})
+
+    answer = browser.post(ADD, form)
+
+    assert answer.status_code == 200
+    html = answer.content.decode()
+    assert "A team has one quota per GPU type: give all of this type&#x27;s GPUs and limits in one row." in html
+    assert "A team has one project of a name: give each row another name." in html
+    assert "duplicate" not in html
+    assert not Team.objects.filter(name="solo").exists()
