@@ -447,7 +447,7 @@ class SaysWhatIsOnce(forms.BaseInlineFormSet):
         return self.ONCE
 
     def get_form_error(self) -> str:
-        return "This row repeats another: " + self.ONCE[0].lower() + self.ONCE[1:]
+        return "This row repeats another. " + self.ONCE
 
 
 class OneRolePerTeam(SaysWhatIsOnce):
