@@ -331,7 +331,8 @@ def _register(
          its processes died with the old one): releasing ones are confirmed stopped, active
          ones are fenced and their jobs requeued whole with the lost work recorded (as
          `NodeLeaseExpired` when the agent says it self-fenced at `self_fenced_at`: the node
-         stopped answering, its agent did not restart);
+         stopped answering, its agent did not restart); an active one no agent of the node
+         ever started is the fresh agent's to start (`_never_started_on`);
       4. a suspect, quarantined or down node is ready again (it registered clean); cordoned
          and draining nodes stay as the operator left them; a retired node is refused
          (NodeRetired, 409) until an admin returns it to service;
@@ -377,12 +378,18 @@ def _register(
         # fresh agent with fewer GPUs (one fell off the bus) runs nothing on the ones it lost,
         # so their old allocations are fenced here rather than refusing it until its lease
         # runs out. Work it says it still runs on GPUs it no longer declares is refused (400).
+        # Read under the locks, after any start report of the old agent that got in first.
+        # Not when it declares other GPUs (or CPUs, memory): what was placed on the old shape is
+        # fenced and placed again on the new.
+        unstarted = (_never_started_on(node, abandoned) if node is not None and lease is not None
+                     and not _changes_shape(existing, inventory) else set())
         released = (
             _settle_abandoned_allocations(node, keep, abandoned, lease=lease, now=now, actor=actor,
                                           reason=FENCE_AGENT_RESTARTED if self_fenced_at is None
-                                          else reconcile.FENCE_LEASE_EXPIRED)
+                                          else reconcile.FENCE_LEASE_EXPIRED, unstarted=unstarted)
             if node is not None and lease is not None else []
         )
+        taken_over = sorted(unstarted)
         was = None if node is None else (node.gpu_count, node.gpu_type.name)
         settings_were = None if node is None else _settings(node)
         node = _create_node(name, inventory) if node is None else _update_inventory(node, inventory)
@@ -411,8 +418,12 @@ def _register(
             + (_settings_change(replaced, node) if replaced else "")
             + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else "")
             + (f" (its agent had stopped them itself at {self_fenced_at:%H:%M:%S} when it could not renew its lease)"
-               if released and self_fenced_at is not None else ""),
+               if released and self_fenced_at is not None else "")
+            + (f"; its new agent starts what was bound for it and never started there: generation "
+               f"{', '.join(map(str, taken_over[:20]))}" + (" …" if len(taken_over) > 20 else "")
+               if taken_over else ""),
             data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
+                  **({"taken_over_generations": taken_over} if taken_over else {}),
                   "devices": list(inventory.devices)[:16],
                   **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {}),
                   **({"inventory_before": replaced} if replaced else {}),
@@ -430,7 +441,7 @@ def _register(
                 data={"from": str(before), "to": str(node.state)},
             )
         transaction.on_commit(_request_cycle)
-    log.info("agent registered", node=name, created=created, settled=released)
+    log.info("agent registered", node=name, created=created, settled=released, taken_over=taken_over)
     return Registration(node=node, token=fresh, lease_expires_at=node.agent_lease_expires_at, released=released)
 
 
@@ -556,13 +567,16 @@ def _apply_inventory(node: Node, inventory: Inventory) -> Node:
 
 
 def _settle_abandoned_allocations(
-    node: Node, keep: set[int], abandoned: set[int], *, lease: SchedulerLease, now: datetime, actor: str, reason: str
+    node: Node, keep: set[int], abandoned: set[int], *, lease: SchedulerLease, now: datetime, actor: str,
+    reason: str, unstarted: set[int],
 ) -> list[int]:
     """Live allocations on `node` whose generation the agent does not run any more, of those
-    (`abandoned`, by id) that were live before it registered."""
+    (`abandoned`, by id) that were live before it registered; the active ones no agent of the
+    node ever started (`unstarted`, by generation) are left to the fresh agent to start."""
     settled: list[int] = []
-    for allocation in _live_allocations_on(node):
-        if allocation.generation in keep or allocation.pk not in abandoned:
+    live = [a for a in _live_allocations_on(node) if a.generation not in keep and a.pk in abandoned]
+    for allocation in live:
+        if allocation.generation in unstarted:
             continue
         settled.append(allocation.generation)
         if allocation.state == AllocationState.RELEASING:
@@ -571,6 +585,23 @@ def _settle_abandoned_allocations(
         else:
             transitions.fence_allocation(allocation.pk, lease=lease, at=now, actor=actor, reason=reason)
     return settled
+
+
+def _never_started_on(node: Node, allocation_ids: set[int]) -> set[int]:
+    """The generations of the active allocations among `allocation_ids` whose start no agent of
+    `node` ever reported (no `job.started` event for them there): bound since its agent last
+    spoke, or given to it and not started before it died. A registration saying it runs none of
+    them leaves nothing of theirs on the node, so nothing is lost and nothing needs fencing: the
+    fresh agent starts them under the same generation, on the GPUs they hold (until 7 Dec they
+    were fenced as abandoned, and a job the loop bound onto a node whose agent was restarting was
+    fenced and requeued without ever running, once per node it was bound to meanwhile)."""
+    if not allocation_ids:
+        return set()
+    begun = Event.objects.filter(kind=EventKind.JOB_STARTED, node_id=node.pk, allocation_id__in=allocation_ids)
+    return set(
+        Allocation.objects.filter(pk__in=allocation_ids, state=AllocationState.ACTIVE)
+        .exclude(pk__in=begun.values("allocation_id")).values_list("generation", flat=True)
+    )
 
 
 def _live_allocations_on(node: Node) -> list[Allocation]:

@@ -319,9 +319,13 @@ def test_registering_keeps_a_cordoned_node_cordoned(fleet: LoopFleet) -> None:
 
 
 def test_a_restarted_agent_that_runs_nothing_gets_its_active_allocations_fenced_and_requeued(fleet: LoopFleet) -> None:
-    node, _ = register_node("gpu-01")
+    node, token = register_node("gpu-01")
     job = make_job(fleet)
     allocation = bind(job, {node: [0]})
+    # Its old agent started it (one never started is the fresh agent's to start:
+    # test_sre_restarted_agent_takes_over_unstarted_work.py).
+    agent_client(token).post(heartbeat_url("gpu-01"), {"running": [allocation.generation], "reports": [
+        {"kind": "started", "generation": allocation.generation, "at": timezone.now().isoformat()}]}, format="json")
 
     response = agent_client(BOOTSTRAP).post(REGISTER, {"name": "gpu-01", "running": []}, format="json")
 

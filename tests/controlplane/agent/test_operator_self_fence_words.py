@@ -51,6 +51,8 @@ def test_operator_work_settled_by_a_self_fenced_agents_registration_stopped_answ
     node, token = register_node("gpu-01")
     job = make_job(fleet, gpus=8)
     held = bind(job, {node: list(range(8))})
+    agent_client(token).post(f"/api/v1/agent/nodes/{node.name}/heartbeat", {"running": [held.generation], "reports": [
+        {"kind": "started", "generation": held.generation, "at": timezone.now().isoformat()}]}, format="json")
     fenced_at = timezone.now()
 
     response = agent_client(token).post(
@@ -70,7 +72,9 @@ def test_operator_work_settled_by_a_self_fenced_agents_registration_stopped_answ
 def test_operator_a_plain_restart_keeps_its_words(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     job = make_job(fleet)
-    bind(job, {node: [0]})
+    held = bind(job, {node: [0]})
+    agent_client(token).post(f"/api/v1/agent/nodes/{node.name}/heartbeat", {"running": [held.generation], "reports": [
+        {"kind": "started", "generation": held.generation, "at": timezone.now().isoformat()}]}, format="json")
 
     agent_client(token).post(REGISTER, {"name": "gpu-01", "running": []}, format="json")
 

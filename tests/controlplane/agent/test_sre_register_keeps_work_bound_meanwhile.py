@@ -24,6 +24,7 @@ from controlplane.models import Allocation, Job
 from controlplane.services import agent_protocol, reconcile
 from tests.controlplane.loop_fixtures import (
     BOOTSTRAP,
+    agent_client,
     bind,
     build_loop_fleet,
     inventory,
@@ -35,8 +36,12 @@ from tests.controlplane.loop_fixtures import (
 @pytest.mark.django_db(transaction=True)
 def test_sre_work_bound_while_a_fresh_agent_registers_is_kept() -> None:
     fleet = build_loop_fleet()
-    node, _ = register_node("gpu-01")
+    node, token = register_node("gpu-01")
     old = bind(make_job(fleet, name="old"), {node: [0]})
+    # Its agent started it, then died (a run never started is the fresh agent's to start:
+    # test_sre_restarted_agent_takes_over_unstarted_work.py).
+    agent_client(token).post(f"/api/v1/agent/nodes/{node.name}/heartbeat", {"running": [old.generation], "reports": [
+        {"kind": "started", "generation": old.generation, "at": timezone.now().isoformat()}]}, format="json")
     new_job = make_job(fleet, name="bound-meanwhile")
 
     holding = threading.Event()
