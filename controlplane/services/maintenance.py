@@ -11,7 +11,8 @@ still hold GPUs when it starts.
 
 This module checks and writes windows (create, change, cancel: each under a row lock, all or
 nothing, with a `config.changed` audit event and an event on each node concerned) and says
-who a window affects. It decides no placement: the snapshot hands every window not ended and not
+who a window affects; each reconcile tick records on its nodes that a window began or ended
+(`record_boundaries`). It decides no placement: the snapshot hands every window not ended and not
 cancelled to the engine (services/snapshot.py).
 
 Rules, each refusal naming its field: at least one node; every node exists and is not
@@ -650,6 +651,97 @@ def cancel(window_pk: int, user: AbstractBaseUser, now: datetime | None = None) 
     log.info("maintenance_window_cancelled", window=window.pk, nodes=after["nodes"], start_at=after["start_at"],
              end_at=after["end_at"], user=user.get_username())
     return window
+
+
+# ------------------------------------------------------------------------------ boundaries
+
+
+MAINTENANCE_BEGAN = "MaintenanceBegan"
+MAINTENANCE_ENDED = "MaintenanceEnded"
+#: How long after a window's end its boundaries are still looked for: a loop stopped for a
+#: week still writes what happened meanwhile; older windows are history already told.
+BOUNDARY_LOOKBACK = timedelta(days=7)
+
+
+def record_boundaries(now: datetime) -> int:
+    """Each reconcile tick: a `node.state` event on each node of a window that has begun
+    (`MaintenanceBegan`, at the window's start) or ended (`MaintenanceEnded`, at its end), once
+    per window and node, however many ticks or workers see it (the windows' rows are locked
+    and the events read again before writing). A window cancelled before it began has no
+    boundary; one cancelled after it began ended with its `MaintenanceCancelled` event. Until
+    7 Dec nothing said a window began or ended: a node's history read "maintenance window 3
+    from 02:00 UTC for 4 h" and nothing after. Returns the events written."""
+    windows = list(
+        MaintenanceWindow.objects.filter(start_at__lte=now, end_at__gt=now - BOUNDARY_LOOKBACK)
+        .filter(Q(cancelled_at__isnull=True) | Q(cancelled_at__gt=F("start_at")))
+        .order_by("pk").values_list("pk", "start_at", "end_at", "cancelled_at", "reason")
+    )
+    if not windows:
+        return 0
+    due = _boundaries_due(windows, now)
+    missing = due.keys() - _boundaries_written(due)
+    if not missing:
+        return 0
+    with transaction.atomic():
+        # Another worker's tick (or a change or cancel of the window) waits here or went first.
+        list(MaintenanceWindow.objects.select_for_update().filter(pk__in=sorted({w for w, _, _ in missing}))
+             .order_by("pk").values_list("pk", flat=True))
+        windows = list(
+            MaintenanceWindow.objects.filter(pk__in={w for w, _, _ in missing}, start_at__lte=now)
+            .filter(Q(cancelled_at__isnull=True) | Q(cancelled_at__gt=F("start_at")))
+            .order_by("pk").values_list("pk", "start_at", "end_at", "cancelled_at", "reason")
+        )
+        due = _boundaries_due(windows, now)
+        written = _boundaries_written(due)
+        actor = _boundary_actor()
+        rows = [Event(**event_fields(EventKind.NODE_STATE, actor, at=at, reason=reason, message=words, data=data)
+                      | {"node_id": node_id})
+                for key, (at, words, data) in sorted(due.items(), key=lambda item: (item[1][0], item[0]))
+                if key not in written for _, node_id, reason in [key]]
+        Event.objects.bulk_create(rows)
+    if rows:
+        log.info("maintenance_boundaries_recorded", events=len(rows),
+                 windows=sorted({r.data["window"] for r in rows}))
+    return len(rows)
+
+
+def _boundary_actor() -> str:
+    from controlplane.services import reconcile
+
+    return reconcile.actor()
+
+
+def _boundaries_due(windows: Sequence[tuple[int, datetime, datetime, datetime | None, str]],
+                    now: datetime) -> dict[tuple[int, int, str], tuple[datetime, str, dict[str, Any]]]:
+    """(window, node id, reason) → (when, message, data) of each boundary reached by `now`."""
+    by_pk = {w[0]: w for w in windows}
+    members = MaintenanceWindow.nodes.through.objects.filter(maintenancewindow_id__in=by_pk).values_list(
+        "maintenancewindow_id", "node_id", "node__name", "node__state")
+    due: dict[tuple[int, int, str], tuple[datetime, str, dict[str, Any]]] = {}
+    for window_pk, node_id, name, state in members:
+        _, start_at, end_at, cancelled_at, reason = by_pk[window_pk]
+        data = {"window": window_pk, "node": name, "start_at": start_at.isoformat(), "end_at": end_at.isoformat()}
+        due[(window_pk, node_id, MAINTENANCE_BEGAN)] = (
+            start_at, f"{name}: maintenance window {window_pk} began: no new work goes there until {when(end_at)}: "
+            f"{reason}", {**data, "maintenance": "began"})
+        if cancelled_at is None and end_at <= now:
+            after = "it takes work again" if state == NodeState.READY else f"it is {state}, so it takes no work yet"
+            due[(window_pk, node_id, MAINTENANCE_ENDED)] = (
+                end_at, f"{name}: maintenance window {window_pk} ended: {after} ({reason})",
+                {**data, "maintenance": "ended", "node_state": str(state)})
+    return due
+
+
+def _boundaries_written(due: dict[tuple[int, int, str], Any]) -> set[tuple[int, int, str]]:
+    """Which of `due` are written already (read from the events since the earliest of them)."""
+    if not due:
+        return set()
+    since = min(at for at, _, _ in due.values())
+    written = Event.objects.filter(
+        kind=EventKind.NODE_STATE, created_at__gte=since, reason__in=(MAINTENANCE_BEGAN, MAINTENANCE_ENDED),
+        node_id__in={node_id for _, node_id, _ in due},
+    ).values_list("data__window", "node_id", "reason")
+    return {(int(w), n, r) for w, n, r in written if w is not None}
 
 
 # ------------------------------------------------------------------------------ reading

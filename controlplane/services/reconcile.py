@@ -39,7 +39,7 @@ from django.utils import timezone
 from controlplane import triggers
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
 from controlplane.models import Allocation, AllocationGpu, Event, Node, SchedulerLease
-from controlplane.services import transitions
+from controlplane.services import maintenance, transitions
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.cycle import LEASE_NAME
 
@@ -95,6 +95,7 @@ def reconcile_nodes(now: datetime | None = None) -> ReconcileResult:
         _, f = expire_node(node_id, now=now)
         fenced += f
     cordoned = _cordon_drained(now)
+    maintenance.record_boundaries(now)
     result = ReconcileResult(suspect=suspect, quarantined=quarantined, fenced=fenced, cordoned=cordoned)
     if result.found_work:
         log.info("nodes reconciled", suspect=suspect, quarantined=quarantined, fenced=fenced, cordoned=cordoned)
