@@ -23,6 +23,9 @@ Families (labels in brackets):
                                             _active and _productive average: the three tiers of one minute)
   quartermaster_stranded_gpus[pool], quartermaster_largest_free_block_gpus[pool]   gauges (live, as
                                             metrics/fragmentation/ and qm sinfo count them)
+  quartermaster_away_gpus[pool]                                            gauge (idle GPUs on nodes that take
+                                            no work, as metrics/fragmentation/'s unavailable_gpus and
+                                            qm sinfo's AWAY; every pool, 0 included)
   quartermaster_reserved_gpus                                              gauge (the last cycle's)
   quartermaster_leader_epoch                                               gauge
   quartermaster_last_cycle_timestamp_seconds                               gauge
@@ -322,6 +325,12 @@ class QuartermasterCollector(Collector):
             f"{PREFIX}_largest_free_block_gpus",
             "Most idle GPUs on one ready node, per pool; GPUs held idle for a waiting job's reservation included.",
             labels=["pool"])
+        away = GaugeMetricFamily(
+            f"{PREFIX}_away_gpus",
+            "Idle GPUs on nodes that take no work (cordoned, draining, in a maintenance window now, or whose "
+            "agent is suspect, quarantined or down), per pool: in use, free on ready nodes and away add up to "
+            "the pool's GPUs.",
+            labels=["pool"])
         reserved = GaugeMetricFamily(
             f"{PREFIX}_reserved_gpus",
             "Idle GPUs held for a waiting job's reservation or nomination (nodes draining for a gang); "
@@ -334,11 +343,15 @@ class QuartermasterCollector(Collector):
         for pool in figures.pools:
             stranded.add_metric([pool.pool], pool.stranded_gpus)
             largest.add_metric([pool.pool], pool.largest_free_block)
+            # The Nodes page's "away on nodes that take no work" and qm sinfo's AWAY (until 7 Dec
+            # every surface but /metrics said it).
+            away.add_metric([pool.pool], pool.unavailable_gpus)
         if figures.reserved_gpus is not None:  # the last cycle's count; none before the first cycle
             reserved.add_metric([], figures.reserved_gpus)
         yield stranded
         yield reserved
         yield largest
+        yield away
 
     def _nodes(self) -> Iterator[GaugeMetricFamily]:
         """Nodes and their GPUs by pool and state, for an operator's alerts (a node suspect,
