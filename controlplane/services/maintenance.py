@@ -674,7 +674,7 @@ def record_boundaries(now: datetime) -> int:
     windows = list(
         MaintenanceWindow.objects.filter(start_at__lte=now, end_at__gt=now - BOUNDARY_LOOKBACK)
         .filter(Q(cancelled_at__isnull=True) | Q(cancelled_at__gt=F("start_at")))
-        .order_by("pk").values_list("pk", "start_at", "end_at", "cancelled_at", "reason")
+        .order_by("pk").values_list("pk", "start_at", "end_at", "cancelled_at", "reason", "created_at")
     )
     if not windows:
         return 0
@@ -689,7 +689,7 @@ def record_boundaries(now: datetime) -> int:
         windows = list(
             MaintenanceWindow.objects.filter(pk__in={w for w, _, _ in missing}, start_at__lte=now)
             .filter(Q(cancelled_at__isnull=True) | Q(cancelled_at__gt=F("start_at")))
-            .order_by("pk").values_list("pk", "start_at", "end_at", "cancelled_at", "reason")
+            .order_by("pk").values_list("pk", "start_at", "end_at", "cancelled_at", "reason", "created_at")
         )
         due = _boundaries_due(windows, now)
         written = _boundaries_written(due)
@@ -711,7 +711,7 @@ def _boundary_actor() -> str:
     return reconcile.actor()
 
 
-def _boundaries_due(windows: Sequence[tuple[int, datetime, datetime, datetime | None, str]],
+def _boundaries_due(windows: Sequence[tuple[int, datetime, datetime, datetime | None, str, datetime]],
                     now: datetime) -> dict[tuple[int, int, str], tuple[datetime, str, dict[str, Any]]]:
     """(window, node id, reason) → (when, message, data) of each boundary reached by `now`."""
     by_pk = {w[0]: w for w in windows}
@@ -719,10 +719,11 @@ def _boundaries_due(windows: Sequence[tuple[int, datetime, datetime, datetime | 
         "maintenancewindow_id", "node_id", "node__name", "node__state")
     due: dict[tuple[int, int, str], tuple[datetime, str, dict[str, Any]]] = {}
     for window_pk, node_id, name, state in members:
-        _, start_at, end_at, cancelled_at, reason = by_pk[window_pk]
+        _, start_at, end_at, cancelled_at, reason, created_at = by_pk[window_pk]
         data = {"window": window_pk, "node": name, "start_at": start_at.isoformat(), "end_at": end_at.isoformat()}
+        # A window created to begin "now" began when it was written, not the instant before.
         due[(window_pk, node_id, MAINTENANCE_BEGAN)] = (
-            start_at, f"{name}: maintenance window {window_pk} began: no new work goes there until {when(end_at)}: "
+            max(start_at, created_at), f"{name}: maintenance window {window_pk} began: no new work goes there until {when(end_at)}: "
             f"{reason}", {**data, "maintenance": "began"})
         if cancelled_at is None and end_at <= now:
             after = "it takes work again" if state == NodeState.READY else f"it is {state}, so it takes no work yet"

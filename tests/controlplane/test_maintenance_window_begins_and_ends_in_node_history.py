@@ -115,3 +115,21 @@ def test_two_workers_at_the_boundary_write_it_once(fleet: Fleet) -> None:
         t.join(20)
 
     assert [(r, n) for r, n, _ in _boundaries()] == [("MaintenanceBegan", "h100-0"), ("MaintenanceBegan", "h100-1")]
+
+
+@pytest.mark.django_db
+def test_a_window_begun_at_its_writing_is_dated_after_its_creation(fleet: Fleet) -> None:
+    # `create` takes a start up to 5 min ago as "now": the node's history must not read the
+    # window beginning before it was written.
+    now = timezone.now()
+    window = maintenance.create(fleet.users["admin"], nodes=["h100-0"], start_at=now - timedelta(minutes=2),
+                                duration_s=600, reason="now")
+
+    reconcile.reconcile_nodes(timezone.now())
+
+    began = Event.objects.get(kind=EventKind.NODE_STATE, reason="MaintenanceBegan")
+    created = Event.objects.get(reason="MaintenanceWindowCreated")
+    assert began.created_at == window.created_at == created.created_at
+    assert list(Event.objects.filter(node__name="h100-0", reason__startswith="Maintenance")
+                .order_by("created_at", "id").values_list("reason", flat=True)) == ["MaintenanceScheduled",
+                                                                                    "MaintenanceBegan"]
