@@ -6,6 +6,7 @@ NamedRecordField), a name, a hold's reason, environment variables, an instant wi
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -31,6 +32,8 @@ from controlplane.services.yes_or_no import NotYesOrNo, yes_or_no
 MAX_INT = 2**31 - 1
 # Each integer column's range in PostgreSQL (Django's own table), applied on every database.
 INTEGER_COLUMN_RANGES: dict[str, tuple[int, int]] = dict(BaseDatabaseOperations.integer_field_ranges)
+#: Past it a float does not hold every whole number: its digits are no longer the ones written.
+FLOAT_EXACT_WHOLE = 2**53
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: "$" lets a trailing newline through
 
 
@@ -123,9 +126,25 @@ class WholeNumberField(serializers.IntegerField):
     as a string (with a leading -). DRF's IntegerField read it with int() after dropping a
     fraction of zeros, so `"٣"`, `"３"`, `"3_0"` (30), `" 4 "`, `"8.0"` and `8.0` were taken;
     they are a 400 on the field saying what is wrong. Every writable integer of the API is one
-    (tests/controlplane/api/test_api_whole_numbers.py holds them to it)."""
+    (tests/controlplane/api/test_api_whole_numbers.py holds them to it).
+
+    A JSON number with an exponent beyond the field's bounds (`1e30`, `1e400` read as infinity)
+    is refused as the same number written in digits is: beyond the field's largest (or below its
+    least) value, in the field's words. Until 7 Dec it was "1e+30 is not a whole number: give
+    1000000000000000019884624838656, without the fraction": a whole number said not to be one, and
+    told to give a number refused too. Without a bound of its own (a maintenance window's length,
+    services/maintenance.py bounds), one past the whole numbers a float holds exactly (2⁵³) is
+    read as the number it is, for the rule that bounds it to say so."""
 
     def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, float) and (data.is_integer() or math.isinf(data)):
+            if self.max_value is not None and data > self.max_value:
+                self.fail("max_value", max_value=self.max_value)
+            if self.min_value is not None and data < self.min_value:
+                self.fail("min_value", min_value=self.min_value)
+            if math.isfinite(data) and abs(data) >= FLOAT_EXACT_WHOLE and (
+                    self.max_value is None if data > 0 else self.min_value is None):
+                return int(data)
         try:
             return whole_number(data)
         except NotAWholeNumber as refused:
