@@ -206,13 +206,66 @@ class IsoDateTimeFilter(filters.IsoDateTimeFilter):
         return field
 
 
+def given_more_than_once(times: int, several: str = "") -> str:
+    """The refusal of a query parameter that takes one value, given `times` times: the last one
+    was read and the others dropped without a word (`?pool=a100&pool=h100` listed h100's nodes
+    alone, `?limit=10&limit=1000` a page of 1,000). `several`: how it takes several values, if
+    it does (a comma-separated list). The API's lists, its other endpoints and the pages say it so."""
+    said = "twice" if times == 2 else f"{times} times"
+    return f"Given {said}: this parameter takes one value; give it once{several}."
+
+
+#: How a comma-separated filter (`id`, `ordering`) takes several values, said with its refusal.
+COMMA_SEPARATED = ", its values comma-separated in it (48,53)"
+
+
+def takes_several(field: forms.Field) -> bool:
+    """Whether a filter's form field reads every value of its parameter, repeated: a multiple
+    choice's (`?state=pending&state=running`). Django's widgets read them so (getlist) exactly
+    when they allow several to be selected; every other reads the last one alone."""
+    return bool(getattr(field.widget, "allow_multiple_selected", False))
+
+
+def repeatable_parameters(filterset_class: type[filters.FilterSet]) -> frozenset[str]:
+    """The parameters of `filterset_class` that take several values given repeated."""
+    # the filter's widget, not its field: building a class's filter's field ties it to no reader
+    return frozenset(name for name, one in filterset_class.base_filters.items()
+                     if getattr(one.extra.get("widget") or one.field_class.widget, "allow_multiple_selected", False))
+
+
+class _OneValueEachForm(forms.Form):
+    """A filterset's form that refuses a parameter taking one value given more than once, in
+    place of judging the one value of them it read."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        getlist = getattr(self.data, "getlist", None)
+        if getlist is None:  # a plain mapping holds each name once
+            return cleaned
+        for name, field in self.fields.items():
+            times = len(getlist(self.add_prefix(name)))
+            if times > 1 and not takes_several(field):
+                self._errors.pop(name, None)  # what the last value alone was: not what was asked
+                several = COMMA_SEPARATED if isinstance(field, BaseCSVField) else ""
+                # a parameter, not the text: refusals() and the form %-format the message
+                self.add_error(name, forms.ValidationError("%(said)s", code="given_more_than_once",
+                                                           params={"said": given_more_than_once(times, several)}))
+        return cleaned
+
+
 class ListFilterSet(filters.FilterSet):
     """A filterset of this module: as the API reads a query, or (`naive_times_are_utc`) as a
-    page's form sends it, its time fields labelled UTC and its browser inputs without a zone."""
+    page's form sends it, its time fields labelled UTC and its browser inputs without a zone.
+    A parameter taking one value given more than once is refused naming it (_OneValueEachForm),
+    wherever the filterset is read: the API's lists and history exports, and the pages."""
 
     def __init__(self, *args: Any, naive_times_are_utc: bool = False, **kwargs: Any) -> None:
         self.naive_times_are_utc = naive_times_are_utc
         super().__init__(*args, **kwargs)
+
+    def get_form_class(self) -> type[forms.Form]:
+        form_class = super().get_form_class()
+        return type(form_class.__name__, (_OneValueEachForm, form_class), {})
 
 
 # Ids are PostgreSQL bigints (SQLite's integers are as wide): one beyond is no id at all.

@@ -1,5 +1,6 @@
 """A listing page's query filtered as the API filters it: the same FilterSet, and a bad or
-unknown parameter refused naming it (the history and Nodes pages)."""
+unknown parameter, or one taking one value given twice, refused naming it (the history and
+Nodes pages)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def filtered(request: HttpRequest, filterset_class: type[ListFilterSet], queryse
     filterset = filterset_class(request.GET, queryset=queryset, request=request, naive_times_are_utc=True)
     try:
         refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
-                                  set(filterset_class.base_filters) | PAGE_PARAMETERS, "page")
+                                  set(filterset_class.base_filters) | PAGE_PARAMETERS, "page",
+                                  judged_elsewhere=frozenset(filterset_class.base_filters))
     except ValidationError as exc:
         return filterset, None, {name: [str(m) for m in messages] for name, messages in exc.detail.items()}
     if not filterset.is_valid():

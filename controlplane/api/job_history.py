@@ -59,6 +59,7 @@ class JobHistoryCsvView(ApiMixin, APIView):
     permission_classes = [SubmitsJobs]
     renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer]
     query_parameters = frozenset(JobHistoryFilterSet.base_filters) | {"format"}
+    query_parameters_judged_by_view = frozenset(JobHistoryFilterSet.base_filters)
 
     @extend_schema(
         parameters=_history_parameters("csv", "Always CSV; errors are JSON unless CSV is asked for."),
@@ -81,6 +82,7 @@ class JobHistoryXlsxView(ApiMixin, APIView):
     permission_classes = [SubmitsJobs]
     renderer_classes = [*ApiMixin.renderer_classes, XlsxRenderer]
     query_parameters = frozenset(JobHistoryFilterSet.base_filters) | {"format"}
+    query_parameters_judged_by_view = frozenset(JobHistoryFilterSet.base_filters)
 
     @extend_schema(
         parameters=_history_parameters("xlsx", "Always a workbook; errors are JSON."),

@@ -32,6 +32,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from controlplane.api.filter_backends import refuse_repeated_parameters
 from controlplane.api.serializers.fields import (
     PutReplacesWholeMixin,
     TextField,
@@ -163,6 +164,7 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         unknown = sorted(set(request.query_params) - self.LIST_PARAMETERS)
         if unknown:
             raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.LIST_PARAMETERS))}."]})
+        refuse_repeated_parameters(request)  # `?user=alice&user=bob` listed bob's alone
         # No username holds a control character (PostgreSQL cannot even compare text with a NUL:
         # a DataError, a 500) nor is longer than the column: refused as the filtersets refuse them.
         longest, why = column_length(get_user_model(), "username") or (FREE_TEXT_MAX_LENGTH, "")

@@ -92,12 +92,8 @@ def _query_error(error: showback.AccountingQueryError) -> exceptions.ValidationE
 def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extra: str) -> None:
     """A parameter the endpoint does not take is a 400 naming it: `?windw=30d` answered the
     default week and `?tema=ml` the whole fleet, figures a reader took for what was asked."""
+    # and one given twice: `?window=7d&window=1d` answered the last one silently
     refuse_unknown_parameters(request, {*query().fields, *extra})
-    # `?window=7d&window=1d` answered the last one silently: which did the reader mean?
-    twice = sorted(name for name in request.query_params if len(request.query_params.getlist(name)) > 1)
-    if twice:
-        raise exceptions.ValidationError({name: [f"Given {len(request.query_params.getlist(name))} times "
-                                                 "(twice or more); give it once."] for name in twice})
     # `?month=` (a script's unset variable) answered the default 7 days, `?team=` the whole
     # fleet's utilization: an empty value is a question left out, not the default asked for.
     empty = sorted(name for name in request.query_params if not request.query_params[name].strip())
