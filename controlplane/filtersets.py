@@ -216,21 +216,21 @@ def given_more_than_once(times: int, several: str = "") -> str:
 
 
 #: How a comma-separated filter (`id`, `ordering`) takes several values, said with its refusal.
-COMMA_SEPARATED = ", its values comma-separated in it (48,53)"
+COMMA_SEPARATED = ", several values comma-separated in it (id=48,53)"
 
 
-def takes_several(field: forms.Field) -> bool:
-    """Whether a filter's form field reads every value of its parameter, repeated: a multiple
-    choice's (`?state=pending&state=running`). Django's widgets read them so (getlist) exactly
-    when they allow several to be selected; every other reads the last one alone."""
-    return bool(getattr(field.widget, "allow_multiple_selected", False))
+def reads_several(widget: Any) -> bool:
+    """Whether a filter's widget (a class or one built) reads every value of its parameter, given
+    repeated: a multiple choice's (`?state=pending&state=running`). Django's widgets read them so
+    (getlist) exactly when they allow several to be selected; every other reads the last one alone."""
+    return bool(getattr(widget, "allow_multiple_selected", False))
 
 
 def repeatable_parameters(filterset_class: type[filters.FilterSet]) -> frozenset[str]:
     """The parameters of `filterset_class` that take several values given repeated."""
     # the filter's widget, not its field: building a class's filter's field ties it to no reader
     return frozenset(name for name, one in filterset_class.base_filters.items()
-                     if getattr(one.extra.get("widget") or one.field_class.widget, "allow_multiple_selected", False))
+                     if reads_several(one.extra.get("widget") or one.field_class.widget))
 
 
 class _OneValueEachForm(forms.Form):
@@ -244,7 +244,7 @@ class _OneValueEachForm(forms.Form):
             return cleaned
         for name, field in self.fields.items():
             times = len(getlist(self.add_prefix(name)))
-            if times > 1 and not takes_several(field):
+            if times > 1 and not reads_several(field.widget):
                 self._errors.pop(name, None)  # what the last value alone was: not what was asked
                 several = COMMA_SEPARATED if isinstance(field, BaseCSVField) else ""
                 # a parameter, not the text: refusals() and the form %-format the message

@@ -24,10 +24,8 @@ from controlplane.api.filter_backends import filters_refused
 from controlplane.api.permissions import SubmitsJobs
 from controlplane.api.showback import CsvRenderer, XlsxRenderer, errors_in_json
 from controlplane.api.views.api_mixin import ApiMixin
-from controlplane.filtersets import JobHistoryFilterSet, text_filter_lengths
+from controlplane.filtersets import JobHistoryFilterSet, repeatable_parameters, text_filter_lengths
 from controlplane.services import access, excel_workbook, job_history
-
-_MANY = {"state"}  # repeatable
 
 
 def _history_parameters(format_name: str, format_words: str) -> list[OpenApiParameter]:
@@ -36,7 +34,7 @@ def _history_parameters(format_name: str, format_words: str) -> list[OpenApiPara
     lengths = text_filter_lengths(JobHistoryFilterSet)
     return [
         OpenApiParameter(name, {"type": "string", "maxLength": lengths[name]} if name in lengths else OpenApiTypes.STR,
-                         many=name in _MANY, required=False,
+                         many=name in repeatable_parameters(JobHistoryFilterSet), required=False,
                          description=str(getattr(flt, "extra", {}).get("help_text", "")) or None)
         for name, flt in sorted(JobHistoryFilterSet.base_filters.items())
     ] + [OpenApiParameter("format", OpenApiTypes.STR, enum=[format_name], required=False, description=format_words)]
