@@ -9,6 +9,7 @@ from typing import Any
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api
+from controlplane.cli.jobs.states import ended_words
 from controlplane.services.run_text import HUNDREDTH, rounded_cumulatively, share_said
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -75,6 +76,19 @@ def _run_row(run: dict[str, Any], shown_gpu_hours: Decimal) -> list[Any]:
     ]
 
 
+def _no_runs(api: Api, job_id: int) -> str:
+    """Why a job has no runs, by its state, as the job page's Runs panel says it: one still
+    waiting has not run yet (it said "never bound to GPUs" of a job in line); an ended one never
+    ran."""
+    state = api.request("GET", f"jobs/{job_id}/")["state"]
+    if state == "pending":
+        return (f"Job {job_id} has not run yet: it waits (`qm explain {job_id}` says why); each time it is bound to "
+                "GPUs a run is listed here.")
+    if state == "unschedulable":
+        return f"Job {job_id} has not run yet: it can never run as asked (`qm explain {job_id}` says why)."
+    return f"Job {job_id} never ran: it {ended_words(state)} before it was bound to GPUs."
+
+
 def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     """A job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: one per bind
     (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
@@ -89,7 +103,7 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(runs)
         return 0
     if not runs:
-        output.note(f"Job {job_id} has no runs: it was never bound to GPUs.")
+        output.note(_no_runs(api, job_id))
         return 0
     # Each run's GPU-hours rounded cumulatively, as the job page's rows are and as the API rounds
     # their cents, so the cells add up to the totals line (until 7 Dec each was rounded on its

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from controlplane.choices import JobState
 from controlplane.cli import output
 from tests.controlplane import factories as f
 from tests.controlplane.job_runs_story import NOTICE, preempted_then_succeeded
@@ -96,7 +97,13 @@ def test_a_job_that_never_ran_and_another_teams_job(qm, fleet, story) -> None:
     waiting = f.make_job(fleet.ml, submitter=fleet.users["owner"], name="waits")
     assert qm("login", "--username", "alice", "--password-stdin", stdin="alice\n").code == 0
     never = qm("runs", str(waiting.pk))
-    assert (never.code, never.out) == (0, f"Job {waiting.pk} has no runs: it was never bound to GPUs.\n")
+    # Still waiting: not yet run, as the job page's Runs panel says it (it said "never bound").
+    assert (never.code, never.out) == (0, f"Job {waiting.pk} has not run yet: it waits (`qm explain {waiting.pk}` "
+                                          "says why); each time it is bound to GPUs a run is listed here.\n")
+    cancelled = f.make_job(fleet.ml, submitter=fleet.users["owner"], name="gone", state=JobState.CANCELLED)
+    gone = qm("runs", str(cancelled.pk))
+    assert (gone.code, gone.out) == (0, f"Job {cancelled.pk} never ran: it was cancelled before it was bound to "
+                                        "GPUs.\n")
     assert qm("runs", "abc").err == "error: 'abc' is not a job id (a number, as `qm list` shows)\n"
 
     assert qm("login", "--username", "bob", "--password-stdin", stdin="bob\n").code == 0
