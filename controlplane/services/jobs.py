@@ -33,7 +33,7 @@ from controlplane.services import access, dependencies, fleet_capability, hold_t
 from controlplane.services.given_once import given_twice
 from controlplane.services.transitions import event_fields
 from controlplane.services.whole_numbers import is_whole_number, whole_number
-from scheduler_core.sentences import counted, duration, gang_roles, span_words
+from scheduler_core.sentences import counted, gang_roles, span_words
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
 
@@ -392,19 +392,17 @@ MAX_RUNTIME_LIMIT_ASKED = 10**12
 
 
 def limit_words(seconds: int) -> str:
-    """A runtime limit as qm's --time and the form say them: whole or tenths of days from two
-    days on (`99999 days`, `8.3 days`, `7 days`), else the engine's words (`36.0 h`, `90 min`):
-    the refusal of `--time 99999d` said 8639913600 s and "168.0 h"."""
-    if seconds < 2 * 86400:
-        return duration(seconds)
-    days = round(seconds / 86400, 1)
-    return f"{days:.0f} days" if days == int(days) else f"{days:.1f} days"
+    """A runtime limit as qm, the pages and the events say one, exactly (`span_words`: `7 d`,
+    `8 d 8 h`, `99999 d`, `1 d 6 h`): one unit style in a sentence. The refusal of `--time
+    99999d` said 8639913600 s and "168.0 h"; until 7 Dec days from two days on and the engine's
+    hours below, so a refusal of `2 d` said "2 days" beside a maximum of "24.0 h"."""
+    return span_words(seconds)
 
 
 def runtime_limit_problem(limit: int, priority_class: PriorityClass) -> str:
-    """A runtime limit beyond its priority class's maximum, in seconds and in days or hours
-    (qm --time 8d, the form's hours), "" when within: one sentence for the submit, a change of a
-    waiting job (judged as a submit) and an admin's raise of a running job's limit."""
+    """A runtime limit beyond its priority class's maximum, in seconds and in words
+    (`limit_words`), "" when within: one sentence for the submit, a change of a waiting job
+    (judged as a submit) and an admin's raise of a running job's limit."""
     most = priority_class.max_runtime_limit_s
     if limit <= most:
         return ""
@@ -427,12 +425,7 @@ def beyond_class_maximum(priority_class: PriorityClass) -> str | None:
     count = len(first) if len(first) < _NAMED_BEYOND else beyond.count()
     state_words = {JobState.PENDING: "waiting", JobState.RUNNING: "running", JobState.PREEMPTING: "stopping"}
     most_said = limit_words(most)
-
-    def said(limit: int) -> str:  # in seconds where the words round to the maximum's ("10 min" beyond "10 min")
-        words = limit_words(limit)
-        return f"{limit} s" if words == most_said else words
-
-    named = ", ".join(f"job {pk} ({state_words[JobState(state)]}, {said(limit)})" for pk, state, limit in first)
+    named = ", ".join(f"job {pk} ({state_words[JobState(state)]}, {limit_words(limit)})" for pk, state, limit in first)
     more = f" and {count - len(first)} more" if count > len(first) else ""
     one = count == 1
     return (f"{counted(count, 'job')} of class {priority_class.name} {'has' if one else 'have'} a runtime limit beyond "

@@ -50,6 +50,8 @@ def test_a_bound_in_seconds_is_said_in_the_fields_unit(session: Any) -> None:  #
     expect(runtime).to_contain_text("1000 h is beyond the maximum of priority class", timeout=LIVE_TIMEOUT_MS)
     expect(runtime).not_to_contain_text(re.compile(r"\d s\b"))
     expect(runtime).not_to_contain_text("days")
+    # Whole: the API's words for the amount ("(41 d 16 h)") go with its seconds.
+    expect(runtime).to_have_text("1000 h is beyond the maximum of priority class 'research' (168 h)")
     assert not Job.objects.filter(name="units").exists()
     alice.expect_refusal("/api/v1/jobs/", 400)
     assert alice.errors == []

@@ -1450,8 +1450,8 @@
      each amount in the field's unit. Its bare bound ("Ensure this value is greater than or equal
      to 1.") and every "N s" become hours or minutes ("200 h"; one not whole to three figures
      keeps its seconds: "1.51 h (5432 s)", and one under a whole unit is said in seconds alone:
-     "at least 1 s", not "0.000278 h (1 s)"); the days the API adds after an amount ("720000 s
-     (8.3 days)", "(604800 s), which is 7 days") go, the field's unit saying it. Under *Runtime
+     "at least 1 s", not "0.000278 h (1 s)"); the words the API adds after an amount ("720000 s
+     (8 d 8 h)", "(604800 s), which is 7 d") go, the field's unit saying it. Under *Runtime
      limit (hours)* it said "720000 s (8.3 days) is beyond the maximum … (604800 s)" of 200 hours
      typed. Other words are left as they are. */
   var FIELD_UNITS = { hours: [3600, "h", "hours"], minutes: [60, "min", "minutes"] };
@@ -1467,9 +1467,10 @@
     var unit = input && FIELD_UNITS[input.dataset.kind];
     if (!unit) return text;
     var said = function (all, n) { return inUnit(n, unit); };
+    // The API's words for an amount after its seconds are a runtime limit's span, "8 d 8 h".
     return text
-      .replace(/\((\d+) s\), which is [\d.,]+ ?[a-z]+/g, function (all, n) { return "(" + inUnit(n, unit) + ")"; })
-      .replace(/\b(\d+) s \([\d.,]+ ?[a-z]+\)/g, said)
+      .replace(/\((\d+) s\), which is [\d.,]+ ?[a-z]+(?: [\d.,]+ ?[a-z]+)*/g, function (all, n) { return "(" + inUnit(n, unit) + ")"; })
+      .replace(/\b(\d+) s \([\d.,]+ ?[a-z]+(?: [\d.,]+ ?[a-z]+)*\)/g, said)
       .replace(/\b(\d+) s\b/g, said)
       .replace(/(than or equal to )(-?\d+)\./g, function (all, words, n) { return words + inUnit(n, unit) + "."; })
       .replace(/\bin seconds\b/g, "in " + unit[2]);

@@ -53,8 +53,8 @@ def test_lowering_the_maximum_under_unfinished_jobs_is_taken_and_said(fleet, adm
     assert PriorityClass.objects.get(pk=fleet.research.pk).max_runtime_limit_s == DAY
     running, waiting = research_jobs["running"], research_jobs["waiting"]
     assert _said(r.json()["warnings"]) == [
-        f"2 jobs of class research have a runtime limit beyond its new maximum of 24.0 h (86400 s): job {running} "
-        f"(running, 3 days), job {waiting} (waiting, 2 days). They keep their limits: a class's maximum is checked "
+        f"2 jobs of class research have a runtime limit beyond its new maximum of 1 d (86400 s): job {running} "
+        f"(running, 3 d), job {waiting} (waiting, 2 d). They keep their limits: a class's maximum is checked "
         "when a job is submitted or changed, not while it waits or runs. To hold them to it, lower their "
         "runtime_limit_s (PATCH jobs/{id}/, qm update JOB --time) or cancel them."]
 
@@ -88,7 +88,7 @@ def test_the_admin_page_says_it_too(fleet, research_jobs) -> None:
     assert PriorityClass.objects.get(pk=fleet.research.pk).max_runtime_limit_s == DAY
     said = _said([str(m) for m in get_messages(r.wsgi_request) if m.level_tag == "warning"])
     assert len(said) == 1 and said[0].startswith("2 jobs of class research have a runtime limit beyond its new "
-                                                 "maximum of 24.0 h (86400 s)"), said
+                                                 "maximum of 1 d (86400 s)"), said
 
 
 def test_many_jobs_are_counted_and_the_first_named(fleet, admin) -> None:
@@ -100,10 +100,10 @@ def test_many_jobs_are_counted_and_the_first_named(fleet, admin) -> None:
 
     [said] = _said(r.json()["warnings"])
     assert said.startswith("7 jobs of class research have a runtime limit beyond")
-    assert said.count("(waiting, 2 days)") == 5 and "and 2 more." in said
+    assert said.count("(waiting, 2 d)") == 5 and "and 2 more." in said
 
 
-def test_a_limit_whose_words_round_to_the_maximums_is_said_in_seconds(fleet, admin) -> None:
+def test_a_limit_just_beyond_the_maximum_is_said_exactly(fleet, admin) -> None:
     job = f.make_job(fleet.ml, fleet.research, runtime_limit_s=610)
 
     r = admin.patch(f"{J}/priority-classes/{fleet.research.pk}/",
@@ -111,4 +111,4 @@ def test_a_limit_whose_words_round_to_the_maximums_is_said_in_seconds(fleet, adm
 
     [said] = _said(r.json()["warnings"])
     assert said.startswith(f"1 job of class research has a runtime limit beyond its new maximum of 10 min (600 s): "
-                           f"job {job.pk} (waiting, 610 s). It keeps its limit:"), said
+                           f"job {job.pk} (waiting, 10 min 10 s). It keeps its limit:"), said

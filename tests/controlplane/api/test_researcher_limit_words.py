@@ -20,16 +20,16 @@ def test_a_limit_beyond_the_class_maximum_is_said_in_days_too(fleet: Fleet, alic
 
     assert response.status_code == 400
     assert response.json()["errors"]["runtime_limit_s"] == [
-        "720000 s (8.3 days) is beyond the maximum of priority class 'research' (604800 s), which is 7 days"]
+        "720000 s (8 d 8 h) is beyond the maximum of priority class 'research' (604800 s), which is 7 d"]
     assert not Job.objects.exists()
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("seconds", "words"), [
-    (99999 * 86400, "8639913600 s (99999 days)"), (2**31, "2147483648 s (24855.1 days)"),
-    (30 * 3600, "108000 s (30.0 h)"),
+    (99999 * 86400, "8639913600 s (99999 d)"), (2**31, "2147483648 s (24855 d 3 h 14 min 8 s)"),
+    (30 * 3600, "108000 s (1 d 6 h)"), (2 * 86400, "172800 s (2 d)"),
 ])
-def test_a_limit_beyond_any_integer_is_refused_by_the_class_maximum_in_days(fleet: Fleet, alice: APIClient,
+def test_a_limit_beyond_any_integer_is_refused_by_the_class_maximum_in_one_unit_style(fleet: Fleet, alice: APIClient,
                                                                              seconds: int, words: str) -> None:
     fleet.research.max_runtime_limit_s = 86400
     fleet.research.save()
@@ -37,7 +37,7 @@ def test_a_limit_beyond_any_integer_is_refused_by_the_class_maximum_in_days(flee
 
     assert response.status_code == 400
     assert response.json()["errors"] == {"runtime_limit_s": [
-        f"{words} is beyond the maximum of priority class 'research' (86400 s), which is 24.0 h"]}
+        f"{words} is beyond the maximum of priority class 'research' (86400 s), which is 1 d"]}
     assert not Job.objects.exists()
 
 
@@ -57,5 +57,5 @@ def test_a_waiting_jobs_change_is_refused_in_the_same_words(fleet: Fleet, alice:
 
     assert response.status_code == 400
     assert response.json()["errors"]["runtime_limit_s"] == [
-        "8639913600 s (99999 days) is beyond the maximum of priority class 'research' (604800 s), which is 7 days"]
+        "8639913600 s (99999 d) is beyond the maximum of priority class 'research' (604800 s), which is 7 d"]
     assert Job.objects.get().runtime_limit_s == 4 * 3600

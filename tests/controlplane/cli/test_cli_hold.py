@@ -76,8 +76,8 @@ def test_qm_update_refusal_names_the_field_and_the_flag(alice_qm, fleet) -> None
     run = alice_qm("update", str(job.pk), "--time", "30d")
 
     assert run.code == 1
-    assert run.err == ("error: Invalid request.\n  runtime_limit_s (--time 30d): 2592000 s (30 days) is beyond "
-                       "the maximum of priority class 'research' (604800 s), which is 7 days\n"), run.err
+    assert run.err == ("error: Invalid request.\n  runtime_limit_s (--time 30d): 2592000 s (30 d) is beyond "
+                       "the maximum of priority class 'research' (604800 s), which is 7 d\n"), run.err
 
 
 def test_qm_update_of_a_running_jobs_gpus_says_it_runs(alice_qm, fleet) -> None:
