@@ -198,9 +198,16 @@ def _pad(text: str, columns: int, right: bool = False) -> str:
     return gap + text if right else text + gap
 
 
+#: Counts of a whole: `qm list`'s `16/8` (an elastic job's GPUs held of asked), `qm nodes`' `7/8` used.
+_COUNT_OF = re.compile(r"^\d+/\d+$")
+
+
 def _is_number(text: str) -> bool:
-    """A figure, as a right-aligned column's cells are: `1,234.50`, `$7.54`, `-` (none), and
-    `< 0.01`, a figure below a hundredth as the pages say it (it left-aligned the whole column)."""
+    """A figure, as a right-aligned column's cells are: `1,234.50`, `$7.54`, `-` (none),
+    `< 0.01`, a figure below a hundredth as the pages say it, and `16/8`, a count of a whole
+    (each left-aligned the whole column)."""
+    if _COUNT_OF.match(text):
+        return True
     try:
         float(text.replace(",", "").lstrip("$").removeprefix("< "))
     except ValueError:

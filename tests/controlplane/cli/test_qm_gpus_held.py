@@ -56,6 +56,19 @@ def test_list_shows_held_of_asked_for_elastic_jobs_holding_gpus(alice_qm, jobs) 
     assert "held/asked" in r.out  # the table says what 16/8 means
 
 
+def test_the_gpus_column_stays_right_aligned_beside_held_of_asked_cells(alice_qm, jobs) -> None:
+    """Counts line up at the right as the other figures do: a `16/8` cell left-aligned the whole
+    column (`2` under `16/8` at its left edge)."""
+    r = alice_qm("list")
+
+    lines = r.out.splitlines()
+    header = lines[0]
+    end = header.index("GPUS") + len("GPUS")
+    cells = {line.split()[1]: line[:end] for line in lines[1:] if line.split() and line.split()[0].isdigit()}
+    assert {name: cell[-4:] for name, cell in cells.items()} == {
+        "grown": "16/8", "shrunk": " 4/8", "rigid": "   2", "waiting": "   8"}, r.out
+
+
 def test_list_without_elastic_jobs_holding_gpus_has_no_legend(alice_qm, fleet) -> None:
     job = f.make_job(fleet.ml, name="rigid", gpus=2, state=JobState.RUNNING)
     hold(job, [(fleet.nodes[0], 2)], 1)
