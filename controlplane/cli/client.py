@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import requests
 
 from controlplane.cli import output
+from controlplane.cli.slurm_flags import TYPED_AS_SLURMS
 
 DEFAULT_URL = "http://localhost:8000"
 #: The API's largest page (`?limit=`): a list longer than that is read page by page (`Api.pages`).
@@ -75,17 +76,23 @@ def refusal(error: ApiError, args: argparse.Namespace, flags: Mapping[str, str])
     same, so printing both said every problem twice). `flags` maps the command's API fields to
     the argparse names of the flags that set them (`{"runtime_limit_s": "time"}`): a field set
     by a flag given names the flag and its value, `runtime_limit_s (--time 8d)`, since the user
-    typed the flag, not the field; an item of a list (`states.0`) is its list's flag. A field no
-    flag set (a YAML file's) reads as the API names it. Any other error is left as it is."""
+    typed the flag, not the field; an item of a list (`states.0`) is its list's flag, spelled as
+    typed (`--mem-per-gpu`, not `--memory-per-gpu`; `-t`: main's `flags_typed` on `args`), with
+    what qm's spelling of a Slurm flag means here (TYPED_AS_SLURMS: `-p`). A field no flag set (a
+    YAML file's) reads as the API names it. Any other error is left as it is."""
     if error.status != 400 or not error.errors:
         return error
+    typed: Mapping[str, str] = getattr(args, "flags_typed", None) or {}
+
+    def dest_of(field: str) -> str | None:
+        return flags.get(field) or flags.get(field.split(".")[0])
 
     def name(field: str) -> str:
-        dest = flags.get(field) or flags.get(field.split(".")[0])
+        dest = dest_of(field)
         given = getattr(args, dest, None) if dest else None
         if dest is None or given is None or given is False or given == []:
             return field
-        flag = "--" + dest.replace("_", "-")
+        flag = typed.get(dest) or "--" + dest.replace("_", "-")
         if given is True:
             return f"{field} ({flag})"
         # Escaped here: a new line typed in a value would otherwise split the refusal's line.
@@ -93,7 +100,12 @@ def refusal(error: ApiError, args: argparse.Namespace, flags: Mapping[str, str])
         words = [word if len(word) <= ECHOED_VALUE_CHARS else word[:ECHOED_VALUE_CHARS - 1] + "…" for word in words]
         return f"{field} (" + " ".join(f"{flag} {word}" for word in words) + ")"
 
-    return CliError("Invalid request." + "".join(f"\n  {name(field)}: {' '.join(msgs)}"
+    def meant(field: str) -> str:
+        dest = dest_of(field)
+        note = TYPED_AS_SLURMS.get(typed.get(dest, "")) if dest and getattr(args, dest, None) else None
+        return f"\n  {note}" if note else ""
+
+    return CliError("Invalid request." + "".join(f"\n  {name(field)}: {' '.join(msgs)}{meant(field)}"
                                                  for field, msgs in error.errors.items()))
 
 

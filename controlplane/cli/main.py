@@ -79,7 +79,7 @@ from controlplane.cli.jobs.update import cmd_update
 from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
 from controlplane.cli.scheduling import SPRIO_SHOWN, cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
-from controlplane.cli.slurm_flags import Parser, refuse_shortened, refuse_unknown
+from controlplane.cli.slurm_flags import Parser, flags_typed, refuse_shortened, refuse_unknown
 
 # ------------------------------------------------------------------------------------ parser
 
@@ -694,6 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extras:  # refused by the command they were given to, with its usage (exit 2)
         refuse_unknown(parser, args, extras)
     _refuse_shortened_timeout(parser, args, argv)
+    args.flags_typed = flags_typed(parser, args, argv)  # a refusal names each flag as typed (client.refusal)
     terminal_width.show_whole(args.wide)
     try:
         timeout_s = request_timeout(args.timeout)

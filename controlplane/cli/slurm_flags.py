@@ -43,6 +43,32 @@ INSTEAD = {
     "--nodelist": "qm list --node NODE, qm history --node NODE; a job cannot be pinned to nodes",
 }
 
+#: Flags qm takes for something other than Slurm's flag of that spelling: said under a refusal of
+#: what the flag set when it was typed so (`qm submit -p gpu`, sbatch's partition, was refused
+#: with the priority classes alone).
+TYPED_AS_SLURMS = {
+    "-p": "-p is qm's priority class (--priority), not Slurm's partition: to choose a pool, "
+          + INSTEAD["--partition"],
+}
+
+
+def flags_typed(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]) -> dict[str, str]:
+    """Each of the command's flags given, by its dest, spelled as typed (the last given, which
+    argparse keeps): `--mem-per-gpu` where `--memory-per-gpu` sets the same field, `-t` for
+    `--time`, `-t8d` too. A beginning of a flag that argparse completed is left out (the refusal
+    then names the flag's first spelling)."""
+    options = {option: action.dest for action in _chosen(parser, args)._actions for option in action.option_strings}
+    typed: dict[str, str] = {}
+    for word in argv:
+        flag = _flag_of(word)
+        if flag is None:
+            continue
+        if flag in options:
+            typed[options[flag]] = flag
+        elif not flag.startswith("--") and flag[:2] in options:  # a short flag with its value: -t8d
+            typed[options[flag[:2]]] = flag[:2]
+    return typed
+
 
 #: Slurm's tools qm has no command of that name for (squeue, scancel, sacct, sinfo, sprio and
 #: sshare it has), and near names a person types, with the qm command that does their work.

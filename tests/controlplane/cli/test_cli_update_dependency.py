@@ -68,7 +68,7 @@ def test_a_refused_dependency_names_the_option_and_the_item(alice_qm, fleet) -> 
 
     assert r.code == 1
     assert r.err == ("error: Invalid request.\n"
-                     f"  dependencies.1.job (--dependency afterok:{other.pk},afterany:{job.pk}): job {job.pk} is this "
+                     f"  dependencies.1.job (-d afterok:{other.pk},afterany:{job.pk}): job {job.pk} is this "
                      "job: a job cannot wait on itself\n")
     assert deps(job) == []
 

@@ -39,7 +39,7 @@ def test_a_time_too_long_is_refused_in_days_naming_the_flag(alice_qm, typed, sai
     r = alice_qm("submit", "--name", "x", "--gpus", "1", "-t", typed, "--", "true")
 
     assert r.code == 1 and r.out == ""
-    assert r.err == (f"error: Invalid request.\n  runtime_limit_s (--time {typed}): {said} is beyond the maximum of "
+    assert r.err == (f"error: Invalid request.\n  runtime_limit_s (-t {typed}): {said} is beyond the maximum of "
                      "priority class 'research' (604800 s), which is 7 d\n")
 
 
@@ -49,3 +49,33 @@ def test_a_flag_spelled_as_its_field_is_named_too(alice_qm) -> None:
 
     assert r.code == 1
     assert r.err.splitlines()[1].startswith("  gpus (--gpus 0): "), r.err
+
+
+def test_a_refusal_names_the_flag_as_typed_of_its_spellings(alice_qm) -> None:
+    """`--mem-per-gpu 99999` (sbatch's spelling) was refused as `memory_gb_per_gpu (--memory-per-gpu
+    99999)`, a flag the user never typed; each spelling is named as typed, `-t` too."""
+    slurm = alice_qm("submit", "--name", "x", "--gpus", "1", "--mem-per-gpu", "99999", "--", "true")
+    qm_own = alice_qm("submit", "--name", "x", "--gpus", "1", "--memory-per-gpu=99999", "--", "true")
+    short = alice_qm("submit", "--name", "x", "--gpus", "1", "-t", "8d", "--", "true")
+    attached = alice_qm("submit", "--name", "x", "--gpus", "1", "-t8d", "--", "true")
+
+    assert slurm.code == 1 and "\n  memory_gb_per_gpu (--mem-per-gpu 99999): asks 99999 GB" in slurm.err, slurm.err
+    assert qm_own.code == 1 and "\n  memory_gb_per_gpu (--memory-per-gpu 99999): " in qm_own.err, qm_own.err
+    assert "\n  runtime_limit_s (-t 8d): 691200 s (8 d) is beyond" in short.err, short.err
+    assert "\n  runtime_limit_s (-t 8d): " in attached.err, attached.err
+
+
+@pytest.mark.parametrize("command", [["submit", "--name", "x", "--gpus", "1"], ["list"]])
+def test_p_typed_as_slurms_partition_is_told_it_is_the_priority_class(alice_qm, command) -> None:
+    """sbatch's and squeue's -p is the partition; qm's the priority class: `qm submit -p gpu` was
+    refused with the class list alone, which left a Slurm user guessing how to pick a pool."""
+    r = alice_qm(*command, "-p", "gpu", *(["--", "true"] if command[0] == "submit" else []))
+
+    assert r.code == 1 and r.out == ""
+    lines = r.err.splitlines()
+    assert lines[1].startswith("  priority_class (-p gpu): "), r.err
+    assert lines[2] == ("  -p is qm's priority class (--priority), not Slurm's partition: to choose a pool, give "
+                        "--gpu-type TYPE: each pool is one GPU type (qm sinfo lists them)"), r.err
+    # Typed as --priority, it is the class that was meant: no word of partitions.
+    long = alice_qm(*command, "--priority", "gpu", *(["--", "true"] if command[0] == "submit" else []))
+    assert "partition" not in long.err and len(long.err.splitlines()) == 2, long.err

@@ -52,7 +52,7 @@ def test_squeue_me_and_account_pick_as_mine_and_team(alice_qm, fleet) -> None:
     assert _ids(alice_qm("squeue", "--me").out) == {mine.pk}
     assert _ids(alice_qm("squeue", "-A", "ml", "--me").out) == {mine.pk}
     refused = alice_qm("squeue", "--account", "vision")
-    assert refused.code == 1 and "team (--team vision): no team named 'vision' whose jobs you may read" in refused.err
+    assert refused.code == 1 and "team (--account vision): no team named 'vision' whose jobs you may read" in refused.err
 
 
 def test_sacct_account_and_update_job_name(alice_qm, fleet) -> None:
