@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="YAML file with job fields (- for standard input)")
     p.add_argument("--name", "-n", "--job-name", "-J", help="the job's name (sbatch -J); default: its program's")
     _add_shape_flags(p)
-    p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); "
+    p.add_argument("--time", "-t", help="runtime limit: 4h, 1.5h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); "
                                         "a bare number is minutes, as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project", help="a project of its team, by name (default: none)")
@@ -438,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", "-n", "--job-name", "-J", help="its new name")
     _add_shape_flags(p, update=True)
     p.add_argument("--time", "--time-limit", "-t", dest="time",
-                   help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is minutes, "
+                   help="runtime limit: 4h, 1.5h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is minutes, "
                         "as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project", help="move it to this project of its team")

@@ -10,29 +10,40 @@ import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO
 
 from controlplane.cli import terminal_width
 from controlplane.services.distance_text import distance_words
 
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_AMOUNT = r"(\d+(?:\.\d+)?)"
+_DURATION = re.compile(rf"^(?:{_AMOUNT}w)?(?:{_AMOUNT}d)?(?:{_AMOUNT}h)?(?:{_AMOUNT}m)?(?:{_AMOUNT}s)?$")
+_DECIMAL = re.compile(r"^\d*\.\d+$")
 _CLOCK = re.compile(r"^(?:(\d+):)?(\d+):(\d+)$")  # Slurm's HH:MM:SS, MM:SS
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")  # Slurm's D-HH, D-HH:MM, D-HH:MM:SS
 
 
 def parse_duration(text: str, bare: int = 1) -> int:
-    """Seconds from `4h`, `90m`, `1d12h`, a bare number (× `bare` seconds: 60 for sbatch's
-    `--time`, whose `-t 30` is 30 minutes), or Slurm's `HH:MM:SS`, `MM:SS` and, with days,
-    `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (sbatch --time). After a day the next number is hours:
-    `1-12:30` is a day, 12 hours and 30 minutes (it was read as a day and 12:30 minutes), and
-    `2-12` two and a half days (it was refused)."""
+    """Seconds from `4h`, `90m`, `1d12h`, a decimal amount of a unit (`1.5h`, as the submit
+    form's *Runtime limit (hours)* takes 1.5, rounded to whole seconds as the form sends it; it
+    was refused), a bare whole number (× `bare` seconds: 60 for sbatch's `--time`, whose `-t 30`
+    is 30 minutes), or Slurm's `HH:MM:SS`, `MM:SS` and, with days, `D-HH`, `D-HH:MM`,
+    `D-HH:MM:SS` (sbatch --time). After a day the next number is hours: `1-12:30` is a day, 12
+    hours and 30 minutes (it was read as a day and 12:30 minutes), and `2-12` two and a half days
+    (it was refused). A bare decimal is refused: `--time 1.5` meant as the form's hours would be
+    90 seconds."""
     value = text.strip().lower()
     if value.isdigit():
         return int(value) * bare
+    if _DECIMAL.match(value):
+        raise ValueError(f"'{text}' is not a duration: a number alone is whole "
+                         f"{'minutes' if bare == 60 else 'seconds'}; "
+                         "give a decimal its unit, e.g. 1.5h")
     m = _DURATION.match(value)
     if m and any(m.groups()):
-        return sum(int(n) * unit for n, unit in zip(m.groups(), _UNITS.values(), strict=True) if n)
+        exact = sum(Decimal(n) * unit for n, unit in zip(m.groups(), _UNITS.values(), strict=True) if n)
+        return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP))
     m = _DAYS.match(value)
     if m:
         days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
@@ -41,7 +52,7 @@ def parse_duration(text: str, bare: int = 1) -> int:
     if m:
         hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
         return hours * 3600 + minutes * 60 + seconds
-    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 90m, 1d12h, 04:00:00 or 1-12:00")
+    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 1.5h, 90m, 1d12h, 04:00:00 or 1-12:00")
 
 
 def human_duration(seconds: float | None) -> str:

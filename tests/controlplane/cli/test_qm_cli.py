@@ -114,6 +114,14 @@ def test_bad_duration_is_refused_before_any_request(alice_qm) -> None:
     assert r.code == 2 and "--time: 'soon' is not a duration" in r.err
 
 
+def test_time_in_decimal_hours_is_taken_as_the_submit_form_takes_them(alice_qm) -> None:
+    """The form's *Runtime limit (hours)* takes 1.5; `--time 1.5h` was refused as no duration."""
+    r = alice_qm("submit", "--name", "ninety", "--gpus", "1", "--time", "1.5h", "--", "true")
+
+    assert r.code == 0, r.err
+    assert "limit 1 h 30 min" in r.out and Job.objects.get(name="ninety").runtime_limit_s == 5400
+
+
 def test_explain_shows_reason_position_and_remedy(alice_qm, fleet) -> None:
     job = f.make_job(fleet.ml, name="waiting", pending_code="QuotaExceeded", queue_position=2,
                      pending_message="needs 16 H100-80GB GPUs; team ml has 4 left",

@@ -24,3 +24,22 @@ def test_non_durations_are_refused_with_examples(text) -> None:
 
 def test_human_durations_show_the_two_largest_units() -> None:
     assert (human_duration(14400), human_duration(93784), human_duration(42)) == ("4h", "1d2h", "42s")
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("1.5h", 5400), ("0.25h", 900), ("1.5d", 129600), ("2.5m", 150), ("1d0.5h", 88200), ("1.5H", 5400),
+    ("0.0002h", 1),
+])
+def test_a_decimal_amount_of_a_unit_is_taken_as_the_forms_hours_are(text, seconds) -> None:
+    """The submit form's *Runtime limit (hours)* takes 1.5 (rounded to whole seconds, as qm.js
+    sends it); `qm submit --time 1.5h` was refused ("not a duration")."""
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(("bare", "unit"), [(60, "minutes"), (1, "seconds")])
+def test_a_decimal_without_its_unit_is_refused_naming_the_bare_unit(bare, unit) -> None:
+    """`--time 1.5` typed as the form's hours would be 90 seconds: the unit is asked for."""
+    with pytest.raises(ValueError) as refused:
+        parse_duration("1.5", bare)
+    assert str(refused.value) == (f"'1.5' is not a duration: a number alone is whole {unit}; give a decimal its unit, "
+                                  "e.g. 1.5h")

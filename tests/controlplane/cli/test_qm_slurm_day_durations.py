@@ -21,5 +21,5 @@ def test_slurm_clock_forms(text, seconds) -> None:
 
 @pytest.mark.parametrize("text", ["1-", "-1", "1-2:3:4:5", "1:2:3:4", "12:", "1--2"])
 def test_malformed_clocks_are_refused(text) -> None:
-    with pytest.raises(ValueError, match=r"is not a duration: use e.g. 4h, 90m, 1d12h, 04:00:00 or 1-12:00"):
+    with pytest.raises(ValueError, match=r"is not a duration: use e.g. 4h, 1.5h, 90m, 1d12h, 04:00:00 or 1-12:00"):
         parse_duration(text)
