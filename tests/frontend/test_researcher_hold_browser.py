@@ -28,7 +28,7 @@ def test_researcher_holds_and_releases_a_waiting_job_from_its_page(session: Any)
 
     expect(page.locator("#action-result")).to_have_text(
         f"Job {job.pk} held by alice: it is out of the queue and holds nothing until released "
-        f"(qm release {job.pk}).")
+        "(its Release button).")
     expect(page.locator("#held-badge")).to_have_text("held")
     # The status panel was refreshed (the badge came with it) and the action's words stayed.
     expect(page.locator("#action-result")).to_contain_text(f"Job {job.pk} held by alice")

@@ -1305,6 +1305,13 @@
     window.location.assign(form.getAttribute("action") + (text ? "?" + text : ""));
   });
 
+  /* The API's answer to an action, said on the page: its pointers to the CLI (`qm release 52`,
+     after a hold or a requeue that leaves the job held) name the page's button that does it;
+     qm says the API's words as they are. */
+  function onThePage(text) {
+    return text.replace(/\bqm release \d+\b/g, "its Release button");
+  }
+
   /* Buttons that call the API: <button data-api-post="/api/v1/..." data-confirm="..."> */
   function bindActions(root) {
     root.querySelectorAll("[data-api-post]").forEach(function (button) {
@@ -1330,7 +1337,7 @@
             delete out.dataset.forState;  // the refresh below shows the state it speaks of
             out.hidden = false;
             out.className = result.ok ? "notice ok" : "notice error";
-            out.textContent = result.data.detail || (result.ok ? (button.dataset.done || "Done.") : "Refused (HTTP " + result.status + ").");
+            out.textContent = result.data.detail ? onThePage(result.data.detail) : (result.ok ? (button.dataset.done || "Done.") : "Refused (HTTP " + result.status + ").");
           }
           // data-body-clear: an input shared by several buttons (the Nodes page's reason) is sent
           // once, so the next action does not carry it unasked.
