@@ -33,8 +33,9 @@ def test_the_form_submits_members_on_distinct_nodes_and_the_job_page_says_it(ses
     page.fill("[data-field=gpus_per_node]", "4")
     page.check("[data-field=members_on_distinct_nodes]")
     error = page.locator("[data-error-for=members_on_distinct_nodes]")
-    expect(error).to_have_text("gpus 4 with gpus_per_node 4 is a single member, on one node; members on distinct "
-                               "nodes needs at least two (gpus more than gpus_per_node)", timeout=LIVE_TIMEOUT_MS)
+    # The API's field names said as the form's labels say them (until 7 Dec "gpus 4 with gpus_per_node 4 …").
+    expect(error).to_have_text("GPUs 4 with GPUs per node 4 is a single member, on one node; members on distinct "
+                               "nodes needs at least two (GPUs more than GPUs per node)", timeout=LIVE_TIMEOUT_MS)
     page.fill("[data-field=gpus]", "8")
     expect(error).to_be_hidden(timeout=LIVE_TIMEOUT_MS)
     page.click("#submit-job button[type=submit]")

@@ -80,3 +80,33 @@ def test_the_change_forms_sentence_names_its_labels_in_its_units(session: Any) -
     assert job.runtime_limit_s == 4 * 3600
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)
     assert alice.errors == []
+
+
+def test_the_submit_forms_errors_say_its_fields_by_their_labels(session: Any) -> None:  # noqa: F811
+    """The API's words name its fields ("min_gpus 8 is more than gpus 4", "… its
+    max_runtime_limit_s"): under the form each is said as the form's label says it, the labels
+    being the one home of those words; the API keeps its names."""
+    alice = session("alice")
+    alice.open("/jobs/")
+    page = alice.page
+    page.fill("[data-field=name]", "elastic")
+    page.fill("[data-field=min_gpus]", "8")
+    page.fill("[data-field=gpus]", "4")
+    verdict = page.locator("#submit-job [data-verdict]")
+    elastic = page.locator("[data-error-for=min_gpus]")
+    expect(elastic).to_have_text("Elastic: min GPUs 8 is more than GPUs 4", timeout=LIVE_TIMEOUT_MS)
+    expect(verdict).to_have_text("Fix the fields marked: Elastic: min GPUs: Elastic: min GPUs 8 is more than GPUs 4.")
+
+    page.fill("[data-field=min_gpus]", "")
+    page.fill("[data-field=runtime_limit_s]", "300000000")  # hours: more than any limit
+    runtime = page.locator("[data-error-for=runtime_limit_s]")
+    expect(runtime).to_have_text("more than any runtime limit (at most 31,709 years); each priority class allows "
+                                 "at most its maximum runtime limit", timeout=LIVE_TIMEOUT_MS)
+    page.click("#submit-job button[type=submit]")
+    expect(verdict).not_to_have_text("Submitting…", timeout=ANSWER_TIMEOUT_MS)
+    expect(verdict).to_contain_text("Runtime limit: more than any runtime limit")
+    for words in ("_gpus", "gpus ", "_s", "max_runtime"):
+        assert words not in verdict.inner_text() + elastic.inner_text() + runtime.inner_text()
+    assert not Job.objects.filter(name="elastic").exists()
+    alice.expect_refusal("/api/v1/jobs/", 400)
+    assert alice.errors == []

@@ -294,7 +294,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         # keeps out numbers no limit is near.
         1, MAX_RUNTIME_LIMIT_ASKED, "a runtime limit is at least 1 s",
         f"more than any runtime limit (at most {MAX_RUNTIME_LIMIT_ASKED // 86400 // 365:,} "
-        "years); a priority class allows at most its max_runtime_limit_s", required=False, allow_null=True,
+        "years); each priority class allows at most its maximum runtime limit", required=False, allow_null=True,
         help_text="Seconds before the job is stopped; default: the class default; at most the class's "
                   "max_runtime_limit_s.",
     )

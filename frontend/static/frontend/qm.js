@@ -1491,13 +1491,16 @@
       .map(function (n) { return n.textContent; }).join(" ").replace(/\s+/g, " ").trim();
   }
 
-  function fieldLabel(input, slot) {
+  function labelWords(input) {
     var label = input && input.closest("label");
-    var words = "";
-    if (label) {
-      words = ownWords(label);
-      if (FIELD_UNITS[input.dataset.kind] || input.dataset.kind in UNIT_SECONDS) words = words.replace(/\s*\([^()]*\)$/, "");
-    }
+    if (!label) return "";
+    var words = ownWords(label);
+    if (FIELD_UNITS[input.dataset.kind] || input.dataset.kind in UNIT_SECONDS) words = words.replace(/\s*\([^()]*\)$/, "");
+    return words;
+  }
+
+  function fieldLabel(input, slot) {
+    var words = labelWords(input);
     var row = slot.closest("[data-role-row]");
     var rowName = row ? row.querySelector("[data-role-legend]").textContent.trim() : "";
     if (!words) {
@@ -1506,6 +1509,21 @@
       return legend ? legend.textContent.trim() : "";
     }
     return rowName ? rowName + ", " + words : words;
+  }
+
+  /* The API's words on a field name its fields as the API does ("min_gpus 8 is more than gpus
+     4"): on a form each is said by its label ("Elastic: min GPUs 8 is more than GPUs 4"), the
+     labels being the one home of those words. A name is one that is no English word (with an
+     underscore; `gpus`, `env`), of a field this form has; the API keeps its names. */
+  var API_NAME = /\b(?:[a-z]+(?:_[a-z]+)+|gpus|env)\b/g;
+
+  function inFormWords(form, text) {
+    var words = {};
+    form.querySelectorAll("[data-field], [data-role-field]").forEach(function (input) {
+      var name = input.dataset.field || input.dataset.roleField;
+      if (!(name in words)) words[name] = labelWords(input);
+    });
+    return text.replace(API_NAME, function (name) { return words[name] || name; });
   }
 
   /* The field's error is its description: a screen reader on the field hears why it is refused,
@@ -1539,7 +1557,7 @@
       if (slot) {
         var input = form.querySelector('[data-field="' + key + '"], [data-path="' + key + '"]');
         fieldOf[key] = input;
-        text = inFieldUnit(input, text);
+        text = inFormWords(form, inFieldUnit(input, text));
         slot.textContent = slot.textContent ? slot.textContent + " " + text : text;
         slot.hidden = false;
         if (input) {
@@ -1547,6 +1565,7 @@
           describedBy(input, slot);
         }
       } else {
+        text = inFormWords(form, text);
         unplaced.push(field === "non_field_errors" ? text : field + ": " + text);
       }
     });

@@ -47,7 +47,8 @@ def test_a_number_no_limit_is_near_is_refused_in_years(fleet: Fleet, alice: APIC
 
     assert response.status_code == 400
     assert response.json()["errors"] == {"runtime_limit_s": [
-        "more than any runtime limit (at most 31,709 years); a priority class allows at most its max_runtime_limit_s"]}
+        "more than any runtime limit (at most 31,709 years); each priority class allows at most its maximum runtime "
+        "limit"]}
 
 
 @pytest.mark.django_db
