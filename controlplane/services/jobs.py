@@ -387,7 +387,7 @@ def role_record(role: dict[str, Any]) -> dict[str, Any]:
 
 #: The longest runtime limit a request may say, in seconds (about 31,700 years): beyond it the
 #: serializer refuses the number itself. Up to it, the priority class's maximum (at most a
-#: PostgreSQL integer) is the limit, and runtime_limit_problem says it in days.
+#: PostgreSQL integer) is the limit, and runtime_limit_problem says it in words (`8639913600 s (99999 d)`).
 MAX_RUNTIME_LIMIT_ASKED = 10**12
 
 
