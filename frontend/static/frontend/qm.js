@@ -1591,7 +1591,11 @@
      sentence, which names its fields ("runtime_limit_s: …", "dependencies.1.job: …") and
      says seconds. With nothing marked, the API's own sentence (`fallback`). */
   function refusalSentence(said, fallback, neverRuns) {
-    var clause = function (p) { return (p.label ? p.label + ": " : "") + p.text.replace(/\.$/, ""); };
+    // A text that begins with its label already ("Elastic: min GPUs 8 is more than GPUs 4") is not labelled twice.
+    var clause = function (p) {
+      var text = p.text.replace(/\.$/, "");
+      return (p.label && text.indexOf(p.label) !== 0 ? p.label + ": " : "") + text;
+    };
     var first = null;
     var rest = said.placed.filter(function (p) {
       if (!first && neverRuns && (p.key === neverRuns || neverRuns.indexOf(p.key + ".") === 0)) { first = p; return false; }
