@@ -19,24 +19,15 @@ from rest_framework.test import APIClient
 
 from controlplane.api.serializers.fields import WholeNumberField
 from controlplane.models import Job, MaintenanceWindow, Quota
-from tests.controlplane.api.test_api_whole_numbers import SUBMIT, _serializer_classes
+from tests.controlplane.api.test_api_whole_numbers import SUBMIT, serializer_fields
 from tests.controlplane.fleet_fixture import Fleet
 
 pytestmark = pytest.mark.django_db
 
 
 def _bounded_fields() -> list[tuple[str, WholeNumberField]]:
-    found = []
-    for cls in _serializer_classes():
-        try:
-            fields = cls().fields
-        except (AssertionError, TypeError):  # a base without Meta, a list without its child
-            continue
-        for name, field in fields.items():
-            for one in (field, getattr(field, "child", None)):
-                if isinstance(one, WholeNumberField) and not field.read_only and one.max_value is not None:
-                    found.append((f"{cls.__module__}.{cls.__name__}.{name}", one))
-    return found
+    return [(where, one) for where, field, one in serializer_fields()
+            if isinstance(one, WholeNumberField) and not field.read_only and one.max_value is not None]
 
 
 def _refusal(field: WholeNumberField, given: Any) -> list[str]:

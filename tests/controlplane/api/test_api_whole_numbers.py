@@ -7,6 +7,7 @@ were taken, `?id=1.0` listed job 1; and two checks by isdigit() then int() answe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from django.urls import get_resolver
 from django.utils import timezone
 from rest_framework import serializers
+from rest_framework.fields import Field
 from rest_framework.test import APIClient
 
 from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriceRate, PriorityClass, Quota, Team
@@ -137,10 +139,9 @@ def _serializer_classes() -> set[type[serializers.BaseSerializer]]:
     return {c for c in below(serializers.Serializer) if c.__module__.startswith("controlplane.")}
 
 
-def test_every_integer_field_of_the_api_reads_whole_numbers_by_the_one_rule() -> None:
-    from controlplane.api.serializers.fields import WholeNumberField
-
-    plain = []
+def serializer_fields() -> Iterator[tuple[str, Field, Field]]:
+    """(where, field, one) for every field of every API serializer: `one` is the field, then a
+    list field's child, the ones the number rules read."""
     for cls in _serializer_classes():
         try:
             fields = cls().fields
@@ -148,8 +149,15 @@ def test_every_integer_field_of_the_api_reads_whole_numbers_by_the_one_rule() ->
             continue
         for name, field in fields.items():
             for one in (field, getattr(field, "child", None)):
-                if isinstance(one, serializers.IntegerField) and not isinstance(one, WholeNumberField):
-                    plain.append(f"{cls.__module__}.{cls.__name__}.{name}")
+                if one is not None:
+                    yield f"{cls.__module__}.{cls.__name__}.{name}", field, one
+
+
+def test_every_integer_field_of_the_api_reads_whole_numbers_by_the_one_rule() -> None:
+    from controlplane.api.serializers.fields import WholeNumberField
+
+    plain = [where for where, _, one in serializer_fields()
+             if isinstance(one, serializers.IntegerField) and not isinstance(one, WholeNumberField)]
     assert len(_serializer_classes()) > 50
     assert not plain, plain
 
