@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from controlplane.api.serializers.fields import INTEGER_COLUMN_RANGES
+from controlplane.models.field_names import FieldNamed
 from controlplane.models.names import node_name, visible_name
 from controlplane.services import access, config_audit
 from controlplane.services.plain_text import hidden_character_problem
@@ -139,6 +140,22 @@ class OpenedAsForm(forms.ModelForm):
         else:
             data[key] = "" if prepared is None else str(prepared)
 
+    def _update_errors(self, errors: ValidationError) -> None:
+        """The model's refusals name other fields as this page labels them ("5 is more than
+        Nominal GPUs (4)"), where the API says its names (models/field_names.py): until 7 Dec
+        the quota page said "nominal_gpus", a name it shows nowhere."""
+        for error in _each_error(errors):
+            if error.params:
+                error.params = {key: self._label_of(value.name) if isinstance(value, FieldNamed) else value
+                                for key, value in error.params.items()}
+        super()._update_errors(errors)
+
+    def _label_of(self, name: str) -> str:
+        if name in self.fields:
+            return _label(name, self.fields[name])
+        label = str(self._meta.model._meta.get_field(name).verbose_name)
+        return label[:1].upper() + label[1:]
+
     def _deleted_meanwhile(self) -> None:
         """A row of an inline another admin deleted since the page opened: its hidden id is
         refused, and the page cannot show the row again (it is no longer in the team's rows),
@@ -195,6 +212,13 @@ class OpenedAsForm(forms.ModelForm):
         self.data = data
         self.__dict__.pop("changed_data", None)  # a formset asks before cleaning; ask again
         return cleaned
+
+
+def _each_error(errors: ValidationError) -> list[ValidationError]:
+    """Each single error of ``errors`` (a dict of fields' lists, or a list)."""
+    if hasattr(errors, "error_dict"):
+        return [error for listed in errors.error_dict.values() for error in listed]
+    return list(errors.error_list)
 
 
 class IntegerColumnBounds:

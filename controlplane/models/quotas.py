@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from controlplane.models.field_names import FieldNamed, refusal
 from controlplane.models.teams import name_given_is_reserved
 
 # The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
@@ -75,10 +76,10 @@ class Quota(models.Model):
         self._refuse_limits_without_cohort()
         if self.lending_limit is not None and self.nominal_gpus is not None \
                 and self.lending_limit > self.nominal_gpus:
-            raise ValidationError({"lending_limit": (
-                f"{self.lending_limit} is more than nominal_gpus ({self.nominal_gpus}): a team lends "
-                f"only its unused nominal quota; leave it empty to lend all of it."
-            )})
+            raise ValidationError({"lending_limit": refusal(
+                "%(lending)s is more than %(nominal)s (%(value)s): a team lends only its unused nominal quota; "
+                "leave it empty to lend all of it.",
+                lending=self.lending_limit, nominal=FieldNamed("nominal_gpus"), value=self.nominal_gpus)})
 
 
     def _refuse_limits_without_cohort(self) -> None:
@@ -107,9 +108,10 @@ class Quota(models.Model):
                 continue
             if stored is not None and stored["team_id"] == self.team_id and stored[name] == value:
                 continue
-            problems[name] = (
-                f"team {self.team.name} is in no cohort, so it {words}: a {name.replace('_', ' ')} of {value} "
-                f"would never apply; put the team in a cohort first (its cohort field), or leave {name} empty")
+            problems[name] = refusal(
+                "team %(team)s is in no cohort, so it %(words)s: a %(limit)s of %(value)s would never apply; put the "
+                "team in a cohort first (its cohort field), or leave %(field)s empty",
+                team=self.team.name, words=words, limit=name.replace("_", " "), value=value, field=FieldNamed(name))
         if problems:
             raise ValidationError(problems)
 
@@ -168,7 +170,7 @@ class PriorityClass(models.Model):
         """The default runtime limit within the maximum, said on the field and in the API's words
         (the check constraint alone gave the admin form "Constraint … is violated" above the form)."""
         default, most = self.default_runtime_limit_s, self.max_runtime_limit_s
-        problems: dict[str, str] = {}
+        problems: dict[str, str | ValidationError] = {}
         if reserved := name_given_is_reserved(self, PriorityClass, "priority class"):
             problems["name"] = reserved
         # A job always runs under a limit above 0 (Job, job_runtime_limit_positive), and a submit
@@ -180,15 +182,18 @@ class PriorityClass(models.Model):
             if limit == 0:
                 problems[name] = f"0 s lets no job run: give {meant[name]}, in seconds (3600: an hour)"
         if default and most is not None and default > most:
-            problems["default_runtime_limit_s"] = f"{default} s is beyond max_runtime_limit_s ({most} s)"
+            problems["default_runtime_limit_s"] = refusal("%(default)s s is beyond %(max)s (%(most)s s)",
+                                                          default=default, max=FieldNamed("max_runtime_limit_s"),
+                                                          most=most)
         # A preemptible class whose minimum runtime passes its longest run, or whose budget window
         # counts nothing, quietly changed what preemption does (a typo made the class never
         # preemptible, or preemptible without end): said on the field instead.
         least, budget, window = self.min_runtime_s, self.preemption_budget, self.budget_window_s
         if self.preemptible and least is not None and most is not None and least > most:
-            problems["min_runtime_s"] = (
-                f"{least} s is beyond max_runtime_limit_s ({most} s): no job of the class would ever run long enough "
-                "to be preempted; to protect its jobs from preemption, set preemptible to false")
+            problems["min_runtime_s"] = refusal(
+                "%(least)s s is beyond %(max)s (%(most)s s): no job of the class would ever run long enough to be "
+                "preempted; to protect its jobs from preemption, set %(preemptible)s to false",
+                least=least, max=FieldNamed("max_runtime_limit_s"), most=most, preemptible=FieldNamed("preemptible"))
         if self.preemptible and window == 0 and budget:
             problems["budget_window_s"] = (
                 f"0 s counts no preemption, so the budget of {budget} would never protect a job; give the window "

@@ -34,7 +34,7 @@ def test_a_default_runtime_limit_above_the_maximum_is_refused_on_its_field(fleet
     path = f"/admin/controlplane/priorityclass/{fleet.research.pk}/change/"
     r = _change(browser, path, default_runtime_limit_s=999999, max_runtime_limit_s=86400)
 
-    assert _field_errors(r) == {"default_runtime_limit_s": ["999999 s is beyond max_runtime_limit_s (86400 s)"]}
+    assert _field_errors(r) == {"default_runtime_limit_s": ["999999 s is beyond Max runtime limit (s) (86400 s)"]}
     research = PriorityClass.objects.get(pk=fleet.research.pk)
     assert (research.default_runtime_limit_s, research.max_runtime_limit_s) == (4 * 3600, 7 * 86400)
 

@@ -80,5 +80,5 @@ def test_the_admin_quota_page_says_the_same_on_the_field(fleet, solo) -> None:
     errors = r.context["adminform"].form.errors
     assert errors.get("borrowing_limit") == [
         "team solo is in no cohort, so it borrows from no one: a borrowing limit of 16 would never apply; put the "
-        "team in a cohort first (its cohort field), or leave borrowing_limit empty"], errors
+        "team in a cohort first (its cohort field), or leave Borrowing limit empty"], errors
     assert not Quota.objects.filter(team=solo).exists()

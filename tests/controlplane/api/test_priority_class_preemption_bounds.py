@@ -59,5 +59,5 @@ def test_the_admin_form_says_it_on_the_field(fleet, browser) -> None:
 
     assert r.status_code == 200
     errors = r.context["adminform"].form.errors
-    assert "min_runtime_s" in errors and "beyond max_runtime_limit_s" in errors["min_runtime_s"][0]
+    assert "min_runtime_s" in errors and "beyond Max runtime limit (s) (604800 s)" in errors["min_runtime_s"][0]
     assert PriorityClass.objects.get(pk=research.pk).min_runtime_s == research.min_runtime_s
