@@ -6,6 +6,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from controlplane.choices import LIVE_JOB_STATES, CapacityTier, JobState, NodeState
@@ -47,7 +48,10 @@ class GpuType(models.Model):
         ordering = ["name"]
         verbose_name = "GPU type"
         constraints = [
-            models.CheckConstraint(condition=Q(relative_throughput__gt=0), name="gpu_type_throughput_positive")
+            models.CheckConstraint(condition=Q(relative_throughput__gt=0), name="gpu_type_throughput_positive"),
+            # One type per name whatever its case (GpuType.clean says it on the field first).
+            models.UniqueConstraint(Lower("name"), name="gpu_type_name_unique_any_case",
+                                    violation_error_message="A GPU type has this name but for its case."),
         ]
 
     def __str__(self) -> str:
@@ -74,10 +78,30 @@ class GpuType(models.Model):
         memory = self.memory_gb
         if memory is not None and not MIN_GPU_MEMORY_GB <= memory <= MAX_GPU_MEMORY_GB:
             errors["memory_gb"] = f"{memory} GB: {GPU_MEMORY_WORDS}"
-        if renamed := self._rename_refused():
+        if taken := self._name_taken():
+            errors["name"] = taken
+        elif renamed := self._rename_refused():
             errors["name"] = renamed
         if errors:
             raise ValidationError(errors)
+
+    def _name_taken(self) -> str | None:
+        """Another type of this name, whatever its case, refused on the name, naming it. Jobs
+        name their GPU types exactly (a submit's `gpu_types`, an agent's registration), so
+        "h100-80gb" beside "H100-80GB" was a typo hazard: a submit naming the wrong one waited
+        on a type with no nodes (taken until 7 Dec). The unique index on lower(name) refuses it
+        in the database too; this says it first, on the field, in words."""
+        if not self.name:
+            return None
+        others = GpuType.objects.filter(name__iexact=self.name)
+        other = (others.exclude(pk=self.pk) if self.pk is not None else others).order_by("pk").first()
+        if other is None:
+            return None
+        if other.name == self.name:
+            return f"GPU type {other.name} already exists (id {other.pk}): give another name"
+        return (f"GPU type {other.name} (id {other.pk}) has this name but for its case: jobs name their GPU types "
+                f"exactly, so two names a letter's case apart would be mistaken for each other; use {other.name}, "
+                "or give another name")
 
     def _rename_refused(self) -> str | None:
         """A type in use keeps its name. Jobs ask for GPU types by name (`gpu_types`, a gang

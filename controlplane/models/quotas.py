@@ -10,6 +10,14 @@ from controlplane.models.teams import name_given_is_reserved
 # The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
 # enough that a day of it in GPU-seconds fits the accounting's columns (models/usage.py).
 MAX_QUOTA_GPUS = 1_000_000
+# The longest grace period a priority class may give, in seconds: a stop (a preemption, a cancel,
+# a requeue) signals the job, waits the grace period, then kills it, and the GPUs stay the job's
+# until then. An hour is room for a large model's checkpoint to reach slow storage, several times
+# the few minutes Slurm's GraceTime and Kueue users give; beyond it a preempted job keeps its GPUs
+# for hours (99999999 s was taken until 7 Dec: the class was unpreemptible in effect), and the
+# engine, which plans each reservation the longest grace period of all classes ahead, backfills
+# nothing in front of a waiting job. A database check holds it too (migration 0050).
+MAX_GRACE_PERIOD_S = 3600
 
 
 class Cohort(models.Model):
@@ -142,7 +150,10 @@ class PriorityClass(models.Model):
     description = models.CharField(max_length=200, blank=True)
     preemptible = models.BooleanField(default=True)
     may_preempt_lower = models.BooleanField(default=True)
-    grace_period_s = models.PositiveIntegerField("grace period (s)", default=30)
+    grace_period_s = models.PositiveIntegerField(
+        "grace period (s)", default=30,
+        help_text=f"A stopped job's time from SIGTERM to SIGKILL, to save a checkpoint and exit: at most "
+                  f"{MAX_GRACE_PERIOD_S} s (an hour).")
     min_runtime_s = models.PositiveIntegerField(
         "min runtime (s)", default=0, help_text="A job runs at least this long before it may be preempted."
     )
@@ -160,7 +171,9 @@ class PriorityClass(models.Model):
             models.CheckConstraint(
                 condition=Q(default_runtime_limit_s__lte=models.F("max_runtime_limit_s")),
                 name="priority_class_default_limit_within_max",
-            )
+            ),
+            models.CheckConstraint(condition=Q(grace_period_s__lte=MAX_GRACE_PERIOD_S),
+                                   name="priority_class_grace_period_within_an_hour"),
         ]
 
     def __str__(self) -> str:
@@ -185,6 +198,8 @@ class PriorityClass(models.Model):
             problems["default_runtime_limit_s"] = refusal("%(default)s s is beyond %(max)s (%(most)s s)",
                                                           default=default, max=FieldNamed("max_runtime_limit_s"),
                                                           most=most)
+        if (grace := self.grace_period_s) is not None and grace > MAX_GRACE_PERIOD_S:
+            problems["grace_period_s"] = grace_period_refusal(grace)
         # A preemptible class whose minimum runtime passes its longest run, or whose budget window
         # counts nothing, quietly changed what preemption does (a typo made the class never
         # preemptible, or preemptible without end): said on the field instead.
@@ -240,3 +255,11 @@ class PriorityClass(models.Model):
                 f"{'either' if one else 'any of them'} preempts another's for priority (a team reclaiming lent quota "
                 "still may), and their waiting jobs are ordered by fair share and how long they have waited, not "
                 "by class. Give it another value if it should rank above or below")
+
+
+def grace_period_refusal(grace: int) -> str:
+    """The refusal of a grace period beyond MAX_GRACE_PERIOD_S, with the bound and what the grace does."""
+    long = f" ({grace / 86400:,.0f} days)" if grace >= 2 * 86400 else ""
+    return (f"{grace} s{long} is beyond {MAX_GRACE_PERIOD_S} s (an hour), the longest grace period a class may give: "
+            "a stopped job of the class keeps its GPUs that long after its SIGTERM; give the seconds its jobs need to "
+            "save a checkpoint and exit (the default is 30)")

@@ -76,9 +76,10 @@ research.refresh_from_db(); node.refresh_from_db(); h100.refresh_from_db()
 answers["stored"] = [[getattr(research, name) for name in %(class_fields)r], node.cpus, node.memory_gb, h100.memory_gb]
 form = f.opened_admin_form(client, paths["class"])
 form.update({name: %(most)d for name in %(class_fields)r})
+form["grace_period_s"] = 3600  # its own bound, an hour (models/quotas.MAX_GRACE_PERIOD_S)
 r = client.post(paths["class"], form)
 research.refresh_from_db()
-answers["most"] = [r.status_code, research.budget_window_s, research.value]
+answers["most"] = [r.status_code, research.budget_window_s, research.value, research.grace_period_s]
 print("ANSWERS " + json.dumps(answers))
 """ % {"class_fields": CLASS_FIELDS, "most": MAX_INT}
 
@@ -106,7 +107,7 @@ def test_on_sqlite_an_admin_integer_beyond_an_integer_column_is_refused_on_its_f
 
 def test_on_sqlite_nothing_refused_is_written_and_the_largest_value_is_taken(sqlite_answers) -> None:
     assert sqlite_answers["stored"] == [[500, 30, 0, 3, 86400, 4 * 3600, 7 * 86400], 64, 512, 80]
-    assert sqlite_answers["most"] == [302, MAX_INT, MAX_INT]
+    assert sqlite_answers["most"] == [302, MAX_INT, MAX_INT, 3600]
 
 
 @pytest.mark.django_db
