@@ -71,6 +71,7 @@ from controlplane.services.transitions import (
 from controlplane.shared_store import shared_store
 from frontend import figures
 from frontend.heatmap import fleet_grid
+from frontend.page_filters import query_refusals
 from frontend.page_numbers import page_choice
 from frontend.templatetags import qm
 from frontend.timeline import state_segments
@@ -131,24 +132,31 @@ def _list_params(request: HttpRequest, *without: str) -> QueryDict:
     return params
 
 
-def _listed(request: HttpRequest) -> tuple[JobFilterSet, QuerySet[Job], str]:
+def _listed(request: HttpRequest, *, live: bool = False
+            ) -> tuple[JobFilterSet, QuerySet[Job], str, dict[str, list[str]]]:
     """The list as the request filters and sorts it (the page and its live update read it so):
-    the filterset, the rows in their order, and the `ordering` asked for ("" newest first)."""
+    the filterset, the rows in their order, the `ordering` asked for ("" newest first), and the
+    errors naming each parameter refused ({} for none): one the page does not take or one
+    taking one value given twice, as the API and the other listing pages refuse them
+    (page_filters.query_refusals), else a filter's bad value. The live update takes its own
+    (`LIVE_PARAMS`) besides."""
     # `place`: a waiting job's queue position, ETA and the numbers of its reason.
     jobs = access.visible_jobs(request.user).select_related("team", "priority_class", "project", "submitter",
                                                              "place")
     params = _list_params(request)
     # the form's times are UTC without a zone (its datetime-local inputs carry none)
     filterset = JobFilterSet(params or None, queryset=jobs, request=request, naive_times_are_utc=True)
-    filtered = filterset.is_bound and filterset.is_valid()
-    # A refused filter lists nothing, as the history page does: the whole list under the
-    # error line read as the filter's answer.
-    rows = filterset.qs if filtered else jobs if not filterset.is_bound else jobs.none()
+    errors = query_refusals(params if live else request.GET, JobFilterSet)
+    if not errors and filterset.is_bound and not filterset.is_valid():
+        errors = {name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
+    # A refused query lists nothing, as the history page does: the whole list under the error
+    # line read as its answer.
+    rows = jobs.none() if errors else filterset.qs if filterset.is_bound else jobs
     # `?ordering=` sorts as the API does (the filterset's own ordering); newest first otherwise.
-    ordering = request.GET.get("ordering", "") if filtered else ""
+    ordering = request.GET.get("ordering", "") if filterset.is_bound and not errors else ""
     if not ordering:
         rows = rows.order_by("-submitted_at", "-id")
-    return filterset, rows, ordering
+    return filterset, rows, ordering, errors
 
 
 def _with_their_rows(rows: QuerySet[Job], ids: list[int]) -> list[Job]:
@@ -168,8 +176,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs = access.visible_jobs(user)
     # Read before the list, so that a job submitted while it is read is told by the live update.
     seen = job_pages.newest_id()
-    filterset, rows, ordering = _listed(request)
-    filtered = filterset.is_bound and filterset.is_valid()
+    filterset, rows, ordering, errors = _listed(request)
+    filtered = filterset.is_bound and not errors
     page, page_error = page_choice(Paginator(job_pages.ids_in_order(rows), PAGE_SIZE), request.GET.get("page"))
     page.object_list = _with_their_rows(rows, page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
@@ -190,8 +198,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "jobs": page,
         "filters": filterset.form,
         "filter_lengths": text_filter_lengths(JobFilterSet),  # each text filter's maxlength: the server's
-        "filter_errors": ({name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
-                          if filterset.is_bound else {}),
+        "filter_errors": errors,
         "query": query.urlencode(),
         "states": JobState.choices,
         "orderings": SORTS,
@@ -203,7 +210,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "array_limit": array_limit,
         "array_actions": array_actions,
         "may_submit": access.may_submit(user),
-        "live_url": "" if filterset.is_bound and not filtered else
+        "live_url": "" if errors else
                     reverse("frontend:jobs-json") + (f"?{live.urlencode()}" if live else ""),
         "live_extra": urlencode({"ids": ",".join(map(str, ids)), "after": seen}),
         "page_size": PAGE_SIZE,
@@ -215,8 +222,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     }
     if context["may_submit"]:
         context.update(_submit_choices(request))
-    # 400 as the history page and the API answer a refused filter
-    return render(request, "frontend/jobs.html", context, status=400 if context["filter_errors"] else 200)
+    # 400 as the history page and the API answer a refused filter or parameter
+    return render(request, "frontend/jobs.html", context, status=400 if errors else 200)
 
 
 def _array_summary(jobs: QuerySet[Job], array_id: str) -> dict[str, Any]:
@@ -290,9 +297,9 @@ def _list_news(request: HttpRequest, after: int, shown: list[int]) -> dict[str, 
     its filters (`left`: a job listed as pending that started; qm.js marks their rows, which stay
     where they are until a reload, as a new job's rows stay out of a list sorted otherwise), with
     the sentence a screen reader hears."""
-    filterset, rows, ordering = _listed(request)
-    if filterset.is_bound and not filterset.is_valid():
-        return {}  # the page lists nothing for a refused filter: nothing to keep up
+    filterset, rows, ordering, errors = _listed(request, live=True)
+    if errors:
+        return {}  # the page lists nothing for a refused query: nothing to keep up
     # Only a filtered list loses rows this way (every job the reader may see is in the unfiltered
     # one): one query then, none otherwise.
     matching = set(rows.filter(pk__in=shown).order_by().values_list("pk", flat=True)) \
