@@ -79,7 +79,7 @@ def encodable(text: str) -> str:
 def _sentence(fields: dict[str, list[str]]) -> str:
     parts = []
     for name, messages in fields.items():
-        text = " ".join(m if m.endswith(".") else m + "." for m in messages)
+        text = " ".join(m if m.endswith((".", "?")) else m + "." for m in messages)
         parts.append(text if name == "non_field_errors" else f"{name}: {text}")
     return "Invalid request. " + " ".join(parts) if parts else "Invalid request."
 

@@ -623,7 +623,16 @@ def unknown_gpu_types_problem(asked: Sequence[str], known: Iterable[str]) -> str
     unknown = [t for t in asked if t not in known]
     if not unknown:
         return None
-    return f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
+    said = f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
+    # Names match exactly (a type's name is what its nodes register); one a letter's case off
+    # is offered by name, as no two types differ only by case (migration 0050).
+    meant = {t: alike[0] for t in unknown
+             if len(alike := [k for k in known if k.casefold() == t.casefold()]) == 1}
+    if len(unknown) == 1 and meant:
+        return f"{said}; did you mean {meant[unknown[0]]}?"
+    if meant:
+        return f"{said}; did you mean {' and '.join(f'{k} for {t!r}' for t, k in meant.items())}?"
+    return said
 
 
 def unknown_class_problem(name: str) -> str:

@@ -103,3 +103,9 @@ def test_the_environment_as_text_is_read_as_the_submit_reads_it(client_for):
     assert body["runs"] is False
     assert body["errors"] == {"env": ["line 2 ('B') is not NAME=value: one variable a line, as WANDB_PROJECT=sweeps"]}
     assert check(client_for("alice"), {"name": "x", "gpus": 1, "env": "A=1\nB=2"}).json()["runs"] is True
+
+
+def test_a_gpu_type_in_the_wrong_case_is_refused_naming_the_type_meant(client_for):
+    body = check(client_for("alice"), {"name": "x", "gpus": 1, "gpu_types": ["h100-80gb"]}).json()
+    assert body["runs"] is False
+    assert body["errors"]["gpu_types"][0].endswith("; did you mean H100-80GB?"), body["errors"]

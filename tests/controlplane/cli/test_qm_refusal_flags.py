@@ -79,3 +79,11 @@ def test_p_typed_as_slurms_partition_is_told_it_is_the_priority_class(alice_qm, 
     # Typed as --priority, it is the class that was meant: no word of partitions.
     long = alice_qm(*command, "--priority", "gpu", *(["--", "true"] if command[0] == "submit" else []))
     assert "partition" not in long.err and len(long.err.splitlines()) == 2, long.err
+
+
+def test_a_gpu_type_in_the_wrong_case_is_refused_naming_the_type_meant(alice_qm) -> None:
+    r = alice_qm("submit", "--name", "x", "--gpus", "1", "--gpu-type", "h100-80gb", "--", "true")
+
+    assert r.code == 1
+    assert "unknown GPU type 'h100-80gb'; known types: " in r.err and r.err.rstrip().endswith(
+        "; did you mean H100-80GB?"), r.err
