@@ -269,9 +269,10 @@ def test_the_page_reads_no_more_rows_for_more_closed_history(fleet: Fleet) -> No
     # job_costs.jobs_costs' own reads: on so few rows the planner merges them along the key).
     # No more rows for more history; not always the same: under `make test` (6 Dec, twice) the
     # smaller history's page read 123 job rows and the larger one's 111, another plan for 63
-    # ended jobs than for 153, and it passed alone.
-    for table in ("controlplane_job", job_history.JOB_DAY_SUMS):
-        assert more_page[table] <= fewer_page[table], (fewer_page, more_page)
+    # ended jobs than for 153, and it passed alone; on 7 Dec 110 then 111. A read that grew with
+    # the history would read the 90 more ended jobs: a plan's few rows either way are not that.
+    assert more_page["controlplane_job"] < fewer_page["controlplane_job"] + 15, (fewer_page, more_page)
+    assert more_page[job_history.JOB_DAY_SUMS] <= fewer_page[job_history.JOB_DAY_SUMS], (fewer_page, more_page)
     assert more_page["controlplane_job"] <= 2 * 50 + 11, more_page  # the page read, its costs, the totals
     assert _page_totals(admin)[0] == 153
     # the session, the user, the memberships, the team menu; the closed totals (one), the days

@@ -17,7 +17,7 @@ from django.utils import timezone
 from controlplane.services.snapshot import read_snapshot
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import hold, running_job
-from tests.controlplane.rows_read import ended_runs, reads_of
+from tests.controlplane.rows_read import analysed, ended_runs, reads_of
 
 pytestmark = pytest.mark.django_db
 
@@ -40,6 +40,7 @@ def test_the_snapshot_reads_the_running_jobs_not_every_job_ever_run(fleet) -> No
         nonlocal context
         context = read_snapshot(now, 1)
 
+    analysed()
     rows = reads_of(read, "controlplane_job")
     with CaptureQueriesContext(connection) as queries:
         read_snapshot(now, 1)
