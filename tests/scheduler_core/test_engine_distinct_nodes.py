@@ -33,7 +33,7 @@ from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.registry import build_plugins
 from scheduler_core.preemption import capacity_eta
 from scheduler_core.state import JOB
-from scheduler_core.types import SchedulerConfig
+from scheduler_core.types import SchedulerConfig, Snapshot
 
 TYPES = {t.name: t for t in DEFAULT_TYPES}
 
@@ -425,6 +425,20 @@ def test_lone_heterogeneous_distinct_nodes_gang_starts_at_its_eta(nodes, members
     assert starts.get("d") == d.eta, (d, starts.get("d"))
 
 
+def _told_the_start_it_gets(snapshot: Snapshot) -> None:
+    """Gang "d", alone in line on `snapshot`: started now, or never runnable, or told (before
+    the cycles that follow) exactly the start those cycles give it, or no start if they give none."""
+    first_plan, starts = evolve(snapshot, NO_BACKFILL)
+    if "d" in bound(first_plan):
+        return
+    d = why(first_plan, "d")
+    event(d.code.value)
+    if d.code is ReasonCode.CAN_NEVER_RUN:
+        return
+    event("told its start" if d.eta is not None else "told no start")
+    assert d.eta == starts.get("d"), (d, starts.get("d"))
+
+
 # The same lone gangs packed (members may share a node), under one leaf switch or two, of any
 # topology and packed or spread by their workload, are told the start they get, or no start
 # when they get none: their start is found by placing them along the release timeline. Until
@@ -445,15 +459,7 @@ def test_lone_packed_heterogeneous_gang_is_told_the_start_it_gets(nodes, members
     roles = [GangRole(f"m{i}", 1, gpus, types, 0, cpus, memory)
              for i, (gpus, types, cpus, memory) in enumerate(members)]
     job = make_job("d").roles(*roles).topology(topology).workload(workload).limit(600)
-    first_plan, starts = evolve(cluster.pending(job).snapshot(), NO_BACKFILL)
-    if "d" in bound(first_plan):
-        return
-    d = why(first_plan, "d")
-    event(d.code.value)
-    if d.code is ReasonCode.CAN_NEVER_RUN:
-        return
-    event("told its start" if d.eta is not None else "told no start")
-    assert d.eta == starts.get("d"), (d, starts.get("d"))
+    _told_the_start_it_gets(cluster.pending(job).snapshot())
 
 
 # A heterogeneous gang whose members each take a100 or h100 may start with its members on
@@ -600,13 +606,4 @@ def test_lone_heterogeneous_gang_split_by_its_quota_is_told_the_start_it_gets(no
     roles = [GangRole(f"m{i}", 1, gpus, types, 0, cpus, memory)
              for i, (gpus, types, cpus, memory) in enumerate(members)]
     job = make_job("d").team("q").roles(*roles).limit(600)
-    first_plan, starts = evolve(cluster.pending(job.distinct_nodes() if distinct else job).snapshot(),
-                                NO_BACKFILL)
-    if "d" in bound(first_plan):
-        return
-    d = why(first_plan, "d")
-    event(d.code.value)
-    if d.code is ReasonCode.CAN_NEVER_RUN:
-        return
-    event("told its start" if d.eta is not None else "told no start")
-    assert d.eta == starts.get("d"), (d, starts.get("d"))
+    _told_the_start_it_gets(cluster.pending(job.distinct_nodes() if distinct else job).snapshot())
