@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
                     parents=[_common_options(defaults=True)])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("login", parents=[common], help="get a token and store it")
+    # No abbreviations here: `--password SECRET` was taken for --password-stdin and only SECRET was
+    # refused, printed back to the terminal without a word on how qm takes a password.
+    p = sub.add_parser("login", parents=[common], help="get a token and store it", allow_abbrev=False)
     p.add_argument("--username", "-u", help="whose token (default: asked on a terminal)")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     sub.add_parser("logout", parents=[common], help="revoke the token on the server and forget it here",

@@ -17,6 +17,8 @@ _JOB_BY_ID = "qm names a job without -j: qm status JOB (scontrol show job), qm r
 _OUTPUT = "a job's output is kept for you: qm logs JOB (-f follows it)"
 _MAIL = "webhooks tell you instead: qm notify add URL --events begin,end,fail"
 _FORMAT = "--json prints any command's answer as the API's JSON (qm history --format csv for a CSV)"
+_PASSWORD = ("qm login takes no password on its command line, where shell history and `ps` keep it: type it "
+             "when asked, pipe it with --password-stdin, or set $QM_PASSWORD")
 _NODES = "give --gpus N and --gpus-per-node 8: the scheduler chooses the nodes (a gang gets whole nodes)"
 
 #: Slurm's flags (sbatch, squeue, sacct, scancel) that qm does not take, and what it does instead.
@@ -41,6 +43,7 @@ INSTEAD = {
     "-X": "qm history has one line a job already; qm runs JOB lists each of its runs",
     "-w": "qm list --node NODE lists the jobs on a node; a job cannot be pinned to nodes",
     "--nodelist": "qm list --node NODE, qm history --node NODE; a job cannot be pinned to nodes",
+    "--password": _PASSWORD,  # not Slurm's, but typed as often
 }
 
 #: Flags qm takes for something other than Slurm's flag of that spelling: said under a refusal of

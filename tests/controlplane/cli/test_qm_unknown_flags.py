@@ -49,3 +49,13 @@ def test_a_subcommand_of_a_subcommand_refuses_with_its_own_usage(alice_qm, fleet
     assert run.code == 2
     assert run.err.startswith("usage: qm notify add [-h]")
     assert "qm notify add: error: unrecognized arguments: --bogus" in run.err
+
+
+def test_a_password_on_the_command_line_is_refused_with_how_qm_takes_one(alice_qm, fleet) -> None:
+    # argparse took `--password` for the beginning of --password-stdin and refused only the secret.
+    run = alice_qm("login", "--username", "alice", "--password", "alice")
+
+    assert run.code == 2 and run.out == ""
+    assert "qm login: error: unrecognized arguments: --password alice" in run.err
+    assert ("  --password: qm login takes no password on its command line, where shell history and `ps` keep "
+            "it: type it when asked, pipe it with --password-stdin, or set $QM_PASSWORD") in run.err
