@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -93,7 +93,8 @@ class JobHistoryXlsxView(ApiMixin, APIView):
             workbook = job_history.history_xlsx(jobs, now)
         except excel_workbook.TooManyRows as error:
             raise ValidationError({"rows": [str(error)]}) from None
-        return HttpResponse(
+        # Streamed as it is written (a refusal above is answered before any byte of it).
+        return StreamingHttpResponse(
             workbook, content_type=excel_workbook.CONTENT_TYPE,
             headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'},
         )

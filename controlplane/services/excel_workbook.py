@@ -1,5 +1,5 @@
 """Finance's exports as an Excel workbook (.xlsx, written by openpyxl but the table's rows, which
-are written here as openpyxl writes them, `workbook`): the rows of a CSV export
+are written here as openpyxl writes them, and zipped as it goes, `workbook_stream`): the rows of a CSV export
 (showback.showback_table, job_history.history_table) with each cell typed, which a CSV cannot
 say. Excel opening a CSV reads `2026-11` as a date, `1e5` and `3-4` as a number and a date, and
 without a byte-order mark may garble a non-ASCII team name; prefixing such cells would change
@@ -13,12 +13,12 @@ report, its period, how it is priced and when it was made."""
 
 from __future__ import annotations
 
-import io
+import os
 import re
-import shutil
-import tempfile
+import time
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import IO, Any
 
@@ -27,6 +27,7 @@ from openpyxl.cell import WriteOnlyCell
 from openpyxl.compat import safe_string
 from openpyxl.styles import Font
 from openpyxl.utils import get_column_letter
+from openpyxl.writer.excel import ExcelWriter
 
 from controlplane.services.spreadsheet_cells import Cell, Figure
 
@@ -89,19 +90,15 @@ def _shown_width(value: Cell) -> int:
 
 def workbook(table_title: str, header: Sequence[str], rows: Iterable[Sequence[Cell]],
              about: Sequence[tuple[str, str]]) -> bytes:
-    """The .xlsx file: `header` and `rows` on the sheet `table_title`, `about`'s (what, said)
-    pairs on the sheet "About".
+    """The .xlsx file of `workbook_stream`, whole (showback's: a few thousand rows at most)."""
+    return b"".join(workbook_stream(table_title, header, rows, about))
 
-    openpyxl writes the file but the table's rows: those are written here, the very XML openpyxl
-    writes for them (`_SheetRows`), to a temporary file, and put in the sheet's part as the file
-    is zipped. openpyxl's pure-Python writer (no lxml here) made a cell object and an element
-    for each cell, about 0.2 ms a history row of 18 cells on an idle machine: a history of
-    100,000 jobs spent over 15 s there alone. Memory holds the rows measured for the widths, a
-    thousand rows' XML, and the finished (compressed) file."""
+
+def _table_book(table_title: str, header: Sequence[str], measured: Sequence[Sequence[Cell]]) -> tuple[Workbook, Any]:
+    """A write-only book whose first sheet, `table_title`, has its header row (bold, frozen) and
+    columns as wide as the `measured` rows' contents."""
     book = Workbook(write_only=True)
     sheet = book.create_sheet(table_title)
-    rows = iter(rows)
-    measured = list(islice(rows, _MEASURED_ROWS))
     for column, name in enumerate(header, start=1):
         widest = max([len(name), *(_shown_width(row[column - 1]) for row in measured)])
         sheet.column_dimensions[get_column_letter(column)].width = min(max(widest + 2, _NARROWEST), _WIDEST)
@@ -112,24 +109,149 @@ def workbook(table_title: str, header: Sequence[str], rows: Iterable[Sequence[Ce
         cell.font = _BOLD
         heading.append(cell)
     sheet.append(heading)
-    with tempfile.TemporaryFile() as table:
-        written = _SheetRows(sheet, table)
-        for row in chain(measured, rows):
-            check_rows(written.count + 1)
-            written.append(row)
-        written.flush()
-        sheet.auto_filter.ref = f"A1:{get_column_letter(len(header))}{written.count + 1}"
+    return book, sheet
 
-        notes = book.create_sheet("About")
-        notes.column_dimensions["A"].width = max(len(what) for what, _ in about) + 2
-        notes.column_dimensions["B"].width = _WIDEST + 20
-        for what, said in about:
-            label = _cell(notes, what)
-            label.font = _BOLD
-            notes.append([label, _cell(notes, said)])
-        with tempfile.TemporaryFile() as saved:
-            book.save(saved)
-            return _with_rows(saved, sheet.path.lstrip("/"), table)
+
+class _Parts:
+    """What openpyxl's writer (`ExcelWriter`) writes into its zip archive, kept by name in its
+    order: openpyxl makes the parts, `workbook_stream` zips them."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, bytes] = {}
+
+    def writestr(self, name: str, data: str | bytes) -> None:
+        self.parts[name] = data.encode() if isinstance(data, str) else data
+
+    def write(self, filename: str, arcname: str) -> None:  # a write-only sheet's temporary file
+        with open(filename, "rb") as part:
+            self.parts[arcname] = part.read()
+
+    def namelist(self) -> list[str]:
+        return list(self.parts)
+
+
+def _parts_of(book: Workbook) -> dict[str, bytes]:
+    """Every part of `book` as openpyxl's save writes it, in its order (its save but the zip)."""
+    parts = _Parts()
+    ExcelWriter(book, parts).write_data()
+    return parts.parts
+
+
+class _Sent:
+    """Where the zip is written as it goes: an unseekable stream (so zipfile writes each part's
+    sizes and checksum after it, in a data descriptor, rather than going back to its header),
+    whose bytes so far `take` hands on."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        self.waiting = 0
+
+    def write(self, data: bytes) -> int:
+        self._pieces.append(bytes(data))
+        self.waiting += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data = b"".join(self._pieces)
+        self._pieces.clear()
+        self.waiting = 0
+        return data
+
+
+def _discard(book: Workbook) -> None:
+    """Close the sheets of a book never written and remove their temporary files, which openpyxl
+    removes only when the process exits: a download given up (its client gone, its rows' reading
+    failed) leaves none behind in a worker that serves for days."""
+    for sheet in book.worksheets:
+        if not sheet.closed:
+            sheet.close()
+        if sheet._writer is not None and os.path.exists(sheet._writer.out):
+            sheet._writer.cleanup()
+
+
+def _zipped(name: str, made: tuple[int, ...]) -> zipfile.ZipInfo:
+    """A part's entry, compressed as openpyxl's save compresses it."""
+    info = zipfile.ZipInfo(name, date_time=made)  # type: ignore[arg-type]  # six fields, as zipfile takes them
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
+def workbook_stream(table_title: str, header: Sequence[str], rows: Iterable[Sequence[Cell]],
+                    about: Sequence[tuple[str, str]]) -> Iterator[bytes]:
+    """The .xlsx file, as it is written: `header` and `rows` on the sheet `table_title`,
+    `about`'s (what, said) pairs on the sheet "About". Nothing is read before the first bytes
+    are asked for; then the first rows (`_MEASURED_ROWS`, for the widths), after which the file's
+    first parts go out, then its table row by row (a piece every `_ROWS_A_WRITE` rows,
+    compressed as it goes), then the parts that depend on the whole table (its filter's range,
+    the styles its figures used) and the zip's directory, last. So a stream cut short (the rows'
+    reading failed: the database) is no zip file at all, never a shorter table: nothing opens it.
+
+    openpyxl makes every part but the table's rows: the parts before the table, and the table's
+    XML up to its rows, from a copy of the book with the header only, made before the rows; at
+    the end the book itself is made, and must have said the same (else this fails, the stream
+    cut). The rows are the very XML openpyxl writes for them (`_SheetRows`): its pure-Python
+    writer (no lxml here) made a cell object and an element for each cell, about 0.2 ms a
+    history row of 18 cells, a history of 100,000 jobs over 15 s. Memory holds the rows measured
+    for the widths, a thousand rows' XML and the compressor's window: not the file.
+
+    Every part is written as zipfile writes to a stream it cannot seek: its sizes after it, and
+    no ZIP64 (Excel refuses a small file with ZIP64 headers, and a part's size is not known
+    before it is written). A table whose XML passes 2 GiB (the rows would average over 2 KB at
+    a full sheet) fails there, the stream cut, rather than being written in a form Excel may
+    not open."""
+    rows = iter(rows)
+    measured = list(islice(rows, _MEASURED_ROWS))
+    book, sheet = _table_book(table_title, header, measured)
+    whole: dict[str, bytes] | None = None
+    try:
+        # save_workbook's "modified", set here: the first parts go out before the book is whole
+        book.properties.modified = datetime.now(tz=UTC).replace(tzinfo=None)
+        header_only, its_sheet = _table_book(table_title, header, measured)
+        header_only.properties = book.properties
+        before = _parts_of(header_only)
+        part = its_sheet.path.lstrip("/")  # named as it is written
+        head, end, _ = before[part].rpartition(b"</sheetData>")
+        if not end:
+            raise ValueError(f"{part} has no sheetData to add the rows to")
+        made = time.localtime(time.time())[:6]
+        sent = _Sent()
+        with zipfile.ZipFile(sent, "w", zipfile.ZIP_DEFLATED) as archive:
+            first = list(before)[:list(before).index(part)]
+            for name in first:
+                archive.writestr(_zipped(name, made), before[name])
+            yield sent.take()
+            with archive.open(_zipped(part, made), "w") as sheet_part:
+                sheet_part.write(head)
+                written = _SheetRows(sheet, sheet_part)
+                for row in chain(measured, rows):
+                    check_rows(written.count + 1)
+                    written.append(row)
+                    if sent.waiting:
+                        yield sent.take()
+                written.flush()
+                sheet.auto_filter.ref = f"A1:{get_column_letter(len(header))}{written.count + 1}"
+                notes = book.create_sheet("About")
+                notes.column_dimensions["A"].width = max(len(what) for what, _ in about) + 2
+                notes.column_dimensions["B"].width = _WIDEST + 20
+                for what, said in about:
+                    label = _cell(notes, what)
+                    label.font = _BOLD
+                    notes.append([label, _cell(notes, said)])
+                whole = _parts_of(book)
+                whole_head, end, tail = whole[part].rpartition(b"</sheetData>")
+                if list(whole)[:len(first) + 1] != [*first, part] or whole_head != head or any(
+                        whole[name] != before[name] for name in first):
+                    raise RuntimeError(f"openpyxl wrote the parts before {part}'s rows otherwise once the book was whole")
+                sheet_part.write(end + tail)
+            for name in list(whole)[len(first) + 1:]:
+                archive.writestr(_zipped(name, made), whole[name])
+        yield sent.take()  # the parts after the table, then the zip's directory
+    finally:
+        if whole is None:
+            _discard(book)
 
 
 #: Excel's longest text in a cell: openpyxl cuts a longer one there.
@@ -157,6 +279,7 @@ class _SheetRows:
         #: repeat row after row.
         self._said: dict[str | Figure, str] = {}
         self.count = 0
+        self._bytes = 0
 
     def _style(self, number_format: str) -> str:
         attribute = self._styles.get(number_format)
@@ -198,28 +321,9 @@ class _SheetRows:
             self.flush()
 
     def flush(self) -> None:
-        self._out.write("".join(self._pending).encode())
+        data = "".join(self._pending).encode()
         self._pending.clear()
-
-
-def _with_rows(saved: IO[bytes], part: str, rows: IO[bytes]) -> bytes:
-    """openpyxl's file `saved`, its sheet `part` (the header only) given the `rows` after its header."""
-    out = io.BytesIO()
-    saved.seek(0)
-    with zipfile.ZipFile(saved) as made, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
-        for info in made.infolist():
-            if info.filename != part:
-                book.writestr(info, made.read(info))
-                continue
-            head, end, tail = made.read(info).rpartition(b"</sheetData>")
-            if not end:
-                raise ValueError(f"{part} has no sheetData to add the rows to")
-            whole = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            whole.compress_type = info.compress_type
-            whole.file_size = len(head) + rows.tell() + len(end) + len(tail)  # zip64 if it must
-            rows.seek(0)
-            with book.open(whole, "w") as sheet_part:
-                sheet_part.write(head)
-                shutil.copyfileobj(rows, sheet_part, 1 << 20)
-                sheet_part.write(end + tail)
-    return out.getvalue()
+        self._bytes += len(data)
+        if self._bytes > zipfile.ZIP64_LIMIT:
+            raise ValueError(f"the table's XML passed {zipfile.ZIP64_LIMIT:,} bytes, a zip part's most without ZIP64")
+        self._out.write(data)

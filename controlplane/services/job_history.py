@@ -571,10 +571,12 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
         yield lines([csv_text(cell) for cell in row] for row in rows)
 
 
-def history_xlsx(jobs: QuerySet[Job], now: datetime) -> bytes:
-    """`history_table` as an Excel workbook (services/excel_workbook.py): the CSV's rows, each
-    cell typed, and an "About" sheet. More jobs than a sheet holds: `TooManyRows`."""
-    from controlplane.services.excel_workbook import check_rows, workbook
+def history_xlsx(jobs: QuerySet[Job], now: datetime) -> Iterator[bytes]:
+    """`history_table` as an Excel workbook (services/excel_workbook.py), streamed as it is
+    written: the CSV's rows, each cell typed, and an "About" sheet. More jobs than a sheet holds:
+    `TooManyRows`, raised here, before the stream (a view answers it as a 400 with no byte of a
+    file sent); the rows are read only as the stream is."""
+    from controlplane.services.excel_workbook import check_rows, workbook_stream
 
     check_rows(jobs.count() + 1)  # and TOTAL: refused before the rows are read
     about = [
@@ -584,4 +586,5 @@ def history_xlsx(jobs: QuerySet[Job], now: datetime) -> bytes:
         ("Cost", "USD, what each job's runs cost at the prices in force (its runs panel and showback by job)"),
         ("Generated (UTC)", _second(now)),
     ]
-    return workbook("Job history", CSV_COLUMNS, (row for rows in history_table(jobs, now) for row in rows), about)
+    return workbook_stream("Job history", CSV_COLUMNS, (row for rows in history_table(jobs, now) for row in rows),
+                           about)

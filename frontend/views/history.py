@@ -102,5 +102,7 @@ def history_xlsx(request: HttpRequest) -> HttpResponse:
         workbook = job_history.history_xlsx(jobs, now)
     except excel_workbook.TooManyRows as error:
         return HttpResponse(f"{error}\n", status=400, content_type="text/plain; charset=utf-8")
-    return HttpResponse(workbook, content_type=excel_workbook.CONTENT_TYPE,
-                        headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'})
+    # Streamed as it is written (a refusal above is answered before any byte of it).
+    return StreamingHttpResponse(
+        workbook, content_type=excel_workbook.CONTENT_TYPE,
+        headers={"Content-Disposition": f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.xlsx"'})
