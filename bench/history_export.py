@@ -8,8 +8,9 @@ job), this tree against another, side by side in one run: seconds, peak RSS, que
 ended job's cost remembered, as bench/history_csv.py does. Then, alternated run by run so both
 trees see the same load, each tree downloads each file in a fresh process of its own (after a
 warm-up download of an empty set of the same format, so modules and the session are loaded):
-the seconds to the response's last byte (the CSV's stream read to its end, the workbook's
-bytes), the process's peak RSS (VmHWM) before and after, and its queries. Both trees must
+the seconds to the response's first byte and to its last (a stream read to its end, saved
+to a temporary file as it comes rather than held; a response answered whole has its first byte
+when its last is ready), the process's peak RSS (VmHWM) before and after, and its queries. Both trees must
 write the same CSV, byte for byte, and the same workbook part by part (the times it says it
 was made aside): exits 1 otherwise. Prints a table per figure, then all the
 medians as one JSON document.
@@ -26,6 +27,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -83,9 +85,12 @@ def child(form: str) -> None:
         t0 = time.perf_counter()
         response = client.get(path)
         assert response.status_code == 200, response.status_code
+        first_byte = None
         if form == "csv":
             digest, size, rows = hashlib.sha256(), 0, 0
             for chunk in response.streaming_content:
+                if first_byte is None and chunk:
+                    first_byte = time.perf_counter() - t0
                 digest.update(chunk)
                 size += len(chunk)
                 rows += chunk.count(b"\n")
@@ -93,13 +98,22 @@ def child(form: str) -> None:
             sha = digest.hexdigest()
             rss_peak = peak_rss_kb()
         else:
-            data = response.content
-            seconds = time.perf_counter() - t0
-            # before the check below, which unzips the table's XML (about ten times the file)
-            rss_peak = peak_rss_kb()
-            size = len(data)
-            sha, rows = workbook_digest(data)
-    print(json.dumps({"seconds": seconds, "rss_before_kb": rss_before, "rss_peak_kb": rss_peak, "queries": queries,
+            with tempfile.TemporaryFile() as saved:
+                if response.streaming:
+                    for chunk in response.streaming_content:
+                        if first_byte is None and chunk:
+                            first_byte = time.perf_counter() - t0
+                        saved.write(chunk)
+                else:  # answered whole: its first byte leaves with its last
+                    saved.write(response.content)
+                seconds = time.perf_counter() - t0
+                first_byte = seconds if first_byte is None else first_byte
+                # before the check below, which reads the file back and unzips the table's XML
+                rss_peak = peak_rss_kb()
+                size = saved.tell()
+                saved.seek(0)
+                sha, rows = workbook_digest(saved.read())
+    print(json.dumps({"seconds": seconds, "first_byte_s": first_byte, "rss_before_kb": rss_before, "rss_peak_kb": rss_peak, "queries": queries,
                       "bytes": size, "rows": rows, "sha256": sha, "code": controlplane.__file__}))
 
 
@@ -141,7 +155,7 @@ def main() -> int:
         loads.append(os.getloadavg()[0])
         print(f"\n{data['jobs']:,} ended jobs over {args.days} days (built in {built_s:.0f} s); load average "
               f"{' → '.join(f'{x:.1f}' for x in loads)}; {args.runs} runs each, alternated")
-        print(f"{'admin, every job':22s} {'p50 s':>7s} {'min s':>7s} {'max s':>7s} {'queries':>8s} "
+        print(f"{'admin, every job':22s} {'p50 s':>7s} {'min s':>7s} {'max s':>7s} {'1st B s':>8s} {'queries':>8s} "
               f"{'RSS MiB':>8s} {'peak MiB':>9s} {'MiB':>6s} {'rows':>8s}  sha256")
         figures: dict[str, Any] = {}
         for form in FORMATS:
@@ -150,13 +164,15 @@ def main() -> int:
                 runs = results[(tree, form)]
                 seconds = [r["seconds"] for r in runs]
                 row = {"seconds_p50": round(statistics.median(seconds), 2), "seconds_min": round(min(seconds), 2),
-                       "seconds_max": round(max(seconds), 2), "queries": max(r["queries"] for r in runs),
+                       "seconds_max": round(max(seconds), 2),
+                       "first_byte_s_p50": round(statistics.median(r["first_byte_s"] for r in runs), 2),
+                       "queries": max(r["queries"] for r in runs),
                        "rss_before_mib": round(statistics.median(r["rss_before_kb"] for r in runs) / 1024, 1),
                        "rss_peak_mib": round(max(r["rss_peak_kb"] for r in runs) / 1024, 1),
                        "mib": round(runs[0]["bytes"] / 2**20, 1), "rows": runs[0]["rows"]}
                 figures[f"{form} {tree}"] = row
                 print(f"{f'/history.{form} {tree}':22s} {row['seconds_p50']:7.2f} {row['seconds_min']:7.2f} "
-                      f"{row['seconds_max']:7.2f} {row['queries']:8d} {row['rss_before_mib']:8.1f} "
+                      f"{row['seconds_max']:7.2f} {row['first_byte_s_p50']:8.2f} {row['queries']:8d} {row['rss_before_mib']:8.1f} "
                       f"{row['rss_peak_mib']:9.1f} {row['mib']:6.1f} {row['rows']:8,d}  {runs[0]['sha256'][:16]}")
                 digests |= {r["sha256"] for r in runs}
             same = len(digests) == 1
