@@ -252,6 +252,15 @@ def _ordered_classes(seen: set[str], priority_order: Sequence[str]) -> list[str]
     return [n for n in priority_order if n in seen] + sorted(seen - set(priority_order))
 
 
+def class_colours(names: Iterable[str], priority_order: Sequence[str]) -> dict[str, str]:
+    """A colour per priority class: the palette's colour of its place in the fleet's priority
+    order (a class no longer in it after them all, by name), so a class keeps its colour whichever
+    classes a window shows. The queue stacks its classes as filled areas, where colour alone tells
+    them apart; Plotly's own cycle gave them red beside green, by the classes that had waited."""
+    order = [*priority_order, *sorted(set(names) - set(priority_order))]
+    return {name: TEAM_PALETTE[order.index(name) % len(TEAM_PALETTE)] for name in names}
+
+
 def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[str], team: str | None = None,
                 *, until: datetime | None = None) -> Chart:
     """Pending jobs per cycle, stacked by priority class (highest at the bottom): the whole
@@ -276,9 +285,11 @@ def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[s
 
     def traces(x: list[str]) -> list[dict[str, Any]]:
         ordered = _ordered_classes({name for s in samples for name in per_class(s)}, priority_order)
+        colours = class_colours(ordered, priority_order)
         data = [
             {"type": "scatter", "mode": "lines", "name": name, "x": x, "stackgroup": "pending",
-             "y": [int(per_class(s).get(name, 0)) for s in samples], "line": {"shape": "hv"}}
+             "y": [int(per_class(s).get(name, 0)) for s in samples],
+             "line": {"shape": "hv", "color": colours[name]}}
             for name in ordered
         ]
         old = [unclassified(s) for s in samples]
