@@ -484,19 +484,28 @@ FREE_COUNT_SAID = "The number at the right of a row is that node's free GPUs (�
 
 
 def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
-                  title: str = "Fleet heat map", caption: str | None = None, teams: Iterable[str] = ()) -> Chart:
+                  title: str = "Fleet heat map", caption: str | None = None, teams: Iterable[str] = (),
+                  retired: int = 0) -> Chart:
     """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
     slots on unavailable nodes grey; `highlight_job` marks one job's GPUs in red. Each row ends
     with its node's free-slot count, as in seed 001's fragmentation figure ("–" on a node that
     takes no work), which the caption then says (`FREE_COUNT_SAID`, whatever caption the page
     gives: the job and node pages' maps drew the numbers unexplained). `teams`: every team whose
-    GPUs the map may show later, for the colour bar's room (`colour_bar_room`)."""
+    GPUs the map may show later, for the colour bar's room (`colour_bar_room`). `retired`: the
+    retired nodes, which no map draws: with no row, a fleet all retired is said as such."""
     caption = caption or (
         "Every GPU of the fleet: a row per node (grouped by pool and leaf switch), a column per GPU "
         "slot, coloured by the team holding it; pale cells are free, grey cells sit on nodes that "
         "take no work (their idle GPUs are away, not free, as qm sinfo counts them)."
     )
     x_title, y_title = "GPU slot (index on the node)", "node (pool / name)"
+    if not rows and retired:
+        # Retired nodes are out of the fleet, and their agents are refused until an admin returns
+        # them: "no node has registered yet" beside a Nodes page listing them was untrue.
+        return _empty(key, title, caption, x_title, y_title,
+                      f"Every node of the fleet is retired ({retired}): none takes work or counts in the fleet. "
+                      "A node an admin returns to service (the Nodes page, qm nodes return) appears here as a row "
+                      "of cells once its agent registers again.", category="y")
     if not rows:
         return _empty(key, title, caption, x_title, y_title,
                       "No node has registered yet. When node agents register, every GPU appears here as a cell.", category="y")

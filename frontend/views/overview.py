@@ -15,7 +15,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from controlplane.choices import NodeState
-from controlplane.models import FleetSample, PriorityClass, Team
+from controlplane.models import FleetSample, Node, PriorityClass, Team
 from controlplane.services.access import access_of
 from controlplane.services.fleet_figures import (
     RUNNING_STATES,
@@ -48,7 +48,9 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None, tea
     tiers, tier_note = utilization_points(since, until, window.key, now)
     grid = fleet_grid(request.user)
     today = lost_work_since(start_of_day(now))
-    heatmap = figures.fleet_heatmap(grid, teams=teams)
+    # A fleet with no node in it may have every node retired (one query, only then).
+    retired = 0 if grid else Node.objects.filter(state=NodeState.RETIRED).count()
+    heatmap = figures.fleet_heatmap(grid, teams=teams, retired=retired)
     # The tiles count the fleet and the queue now, as the heat map beside them, the Nodes and Jobs
     # pages, `qm sinfo` and the API's metrics/queue/ and metrics/fragmentation/ do (one definition,
     # services/fleet_figures.py): read from the last cycle's sample, they lagged those by up to a
