@@ -217,13 +217,45 @@ def cycle_gaps(samples: Sequence[Mapping[str, Any]], until: datetime | None = No
     return gaps
 
 
+#: A count axis (jobs, GPUs) whose highest value is at most this is ticked at every whole number:
+#: over so short a range plotly ticks every 0.2 or 0.5, and read "0.2 pending jobs", "0.5 GPUs".
+WHOLE_TICKS_UP_TO = 5
+
+
+def _highest(data: Sequence[Mapping[str, Any]]) -> float:
+    """The highest value `data` draws on its value axis: a stack's (stackgroup) sum at each
+    point, any other trace's own highest."""
+    highest = 0.0
+    stacks: dict[str, dict[int, float]] = {}
+    for trace in data:
+        values = [v for v in trace.get("y", ()) if v is not None]
+        if trace.get("stackgroup") or trace.get("type") == "bar":
+            stack = stacks.setdefault(str(trace.get("stackgroup", "bars")), {})
+            for i, v in enumerate(trace.get("y", ())):
+                stack[i] = stack.get(i, 0.0) + float(v or 0)
+        elif values:
+            highest = max(highest, max(float(v) for v in values))
+    for stack in stacks.values():
+        highest = max(highest, *stack.values(), 0.0)
+    return highest
+
+
+def _whole_ticks(layout: dict[str, Any], data: Sequence[Mapping[str, Any]], axis: str = "yaxis") -> None:
+    """Tick a count axis at whole numbers while its values are small (`WHOLE_TICKS_UP_TO`); above
+    that plotly's own ticks are whole already."""
+    if _highest(data) <= WHOLE_TICKS_UP_TO:
+        layout[axis] = {**layout.get(axis, {}), "tick0": 0, "dtick": 1}
+
+
 def _time_series(key: str, title: str, caption: str, y_title: str, samples: Sequence[Mapping[str, Any]],
                  empty: str, traces: Callable[[list[str]], list[dict[str, Any]]], *, stride_note: bool = True,
-                 mark_gaps: bool = True, until: datetime | None = None, **layout: Any) -> Chart:
+                 mark_gaps: bool = True, until: datetime | None = None, counts: bool = False,
+                 **layout: Any) -> Chart:
     """A chart over time, one point per sample (`samples[i]["at"]`): the shared frame of every
     time series. `traces(x)` lays out the data on the x values; `layout` adds to the frame.
     With `mark_gaps` (cycle samples), stretches with no cycle are shaded grey and the caption
-    says so; with `until` (the window's end), so is a stretch from the last sample up to it."""
+    says so; with `until` (the window's end), so is a stretch from the last sample up to it.
+    `counts`: the values are whole numbers (jobs, GPUs), ticked as such (`_whole_ticks`)."""
     x_title = "time (UTC)"
     if not samples:
         return _empty(key, title, caption, x_title, y_title, empty)
@@ -240,7 +272,10 @@ def _time_series(key: str, title: str, caption: str, y_title: str, samples: Sequ
         note += " Grey: no scheduling cycle ran (each line holds its last value across it)."
         if until is not None and gaps[-1][1] == until:
             note += f" None has run since {ts(gaps[-1][0])} UTC."
-    return Chart(key, title, caption + note, _figure(traces(x), frame))
+    data = traces(x)
+    if counts:
+        _whole_ticks(frame, data)
+    return Chart(key, title, caption + note, _figure(data, frame))
 
 
 NO_CYCLE_YET = "No scheduling cycle has run in this window yet. "
@@ -303,7 +338,7 @@ def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[s
 
     return _time_series("queue", title, caption, "pending jobs", samples,
                         NO_CYCLE_YET + "Once the scheduler runs, the number of waiting jobs per priority class "
-                        "appears here, one point per cycle.", traces, until=until)
+                        "appears here, one point per cycle.", traces, until=until, counts=True)
 
 
 def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "",
@@ -391,7 +426,7 @@ def stranded_gpus(samples: Sequence[Mapping[str, Any]], *, until: datetime | Non
                         "reservation count too (as in /metrics and the fragmentation API); the dashed line is "
                         "how many idle GPUs were so held (nodes draining for a gang; samples before 30 Nov "
                         "2026 did not keep it and read 0).", "GPUs", samples,
-                        NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces, until=until)
+                        NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces, until=until, counts=True)
 
 
 #: Line dashes of the pools' lines, in the pools' name order.
@@ -419,7 +454,8 @@ def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequen
     chart = _time_series("free_block", "Largest free block per pool",
                          "Most free GPUs on any one ready node of each pool: the largest single-node job that could "
                          "start there now.", "GPUs on one node", samples,
-                         NO_CYCLE_YET + "The largest free block of each pool appears here.", traces, until=until)
+                         NO_CYCLE_YET + "The largest free block of each pool appears here.", traces, until=until,
+                         counts=True)
     if samples and not pools:
         return dataclasses.replace(chart, empty="No ready node had a free GPU in this window. The largest free block "
                                    "of each pool appears here when one has.")
@@ -768,6 +804,7 @@ def _state_bars(key: str, title: str, caption: str, x_title: str, y_title: str, 
         if any(ys):
             data.append({"type": "bar", "name": label, "x": groups, "y": ys, "marker": {"color": colour}})
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "category"})
+    _whole_ticks(layout, data)
     return Chart(key, title, caption, _figure(data, layout))
 
 
