@@ -65,6 +65,7 @@ from controlplane.models import (
 from controlplane.models.fleet import PRICE_HORIZON_YEARS
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.models.maintenance import MaintenanceWindowState
+from controlplane.models.quotas import MAX_QUOTA_GPUS, PAST_QUOTA_CEILING
 from controlplane.models.teams import team_classes_problem
 from controlplane.services import (
     access,
@@ -161,9 +162,14 @@ class QuotaWords:
     }
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        if db_field.name in self.HELP:
+            # The quota's ceiling, not its integer column's (IntegerColumnBounds): a figure past
+            # 2147483647 was told "less than or equal to 2147483647", one under it the ceiling.
+            kwargs["max_value"] = MAX_QUOTA_GPUS
         field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
         if field is not None and db_field.name in self.HELP:
             field.help_text = self.HELP[db_field.name]
+            field.error_messages["max_value"] = f"%(value)s {PAST_QUOTA_CEILING}"
         return field
 
 

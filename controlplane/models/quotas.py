@@ -10,6 +10,9 @@ from controlplane.models.teams import name_given_is_reserved
 # The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
 # enough that a day of it in GPU-seconds fits the accounting's columns (models/usage.py).
 MAX_QUOTA_GPUS = 1_000_000
+#: What a figure past MAX_QUOTA_GPUS is told, after the figure itself (the model, the API and the
+#: admin's boxes say the one sentence).
+PAST_QUOTA_CEILING = f"is more than {MAX_QUOTA_GPUS:,} GPUs, the most a quota may name"
 # The longest grace period a priority class may give, in seconds: a stop (a preemption, a cancel,
 # a requeue) signals the job, waits the grace period, then kills it, and the GPUs stay the job's
 # until then. An hour is room for a large model's checkpoint to reach slow storage, several times
@@ -74,7 +77,7 @@ class Quota(models.Model):
         accounting multiplies nominal GPUs by seconds into fixed-size columns, and a fat-fingered
         quota (the demo took 99999999999999) stopped every later rollup."""
         too_big = {
-            name: f"{value} is more than {MAX_QUOTA_GPUS:,} GPUs, the most a quota may name"
+            name: f"{value} {PAST_QUOTA_CEILING}"
             for name in ("nominal_gpus", "borrowing_limit", "lending_limit")
             if (value := getattr(self, name)) is not None and value > MAX_QUOTA_GPUS
         }
