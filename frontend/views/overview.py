@@ -100,10 +100,14 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None, tea
     }
     if latest is None:
         # No cycle in this window: a loop silent for longer than the window is said as such,
-        # not "none yet" as on a fleet that never ran (one query, only then).
-        newest = FleetSample.objects.filter(at__lte=now).order_by("-at").values_list("at", flat=True).first()
+        # not "none yet" as on a fleet that never ran (one query, only then); its last cycle's
+        # finding is the oldest wait's, which read "nobody waits" beside the jobs waiting.
+        newest = FleetSample.objects.filter(at__lte=now).order_by("-at").values(
+            "at", "oldest_feasible_pending_s", "pending_jobs").first()
         if newest is not None:
-            numbers["as_of"], numbers["as_of_age_s"] = newest, (now - newest).total_seconds()
+            numbers["as_of"], numbers["as_of_age_s"] = newest["at"], (now - newest["at"]).total_seconds()
+            numbers["oldest_feasible_pending_s"] = newest["oldest_feasible_pending_s"]
+            numbers["waiting_at_cycle"] = newest["pending_jobs"]
     return {"charts": charts, "numbers": numbers, "text": overview_text(numbers)}
 
 
@@ -122,7 +126,10 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
         "stranded_gpus": count(n["stranded_gpus"]),
         "oldest_feasible_pending_s": qm.duration(n["oldest_feasible_pending_s"])
         if n["oldest_feasible_pending_s"] is not None
-        else "none feasible" if n.get("waiting_at_cycle") else "nobody waits",
+        else "none feasible" if n.get("waiting_at_cycle")
+        # Which waiting jobs can run is a cycle's finding: before the first, none was judged.
+        else "no cycle yet" if n.get("as_of") is None and n["pending_jobs"]
+        else "nobody waits",
         "preemptions_today": count(n["preemptions_today"]),
         "fenced_requeues_today": count(n["fenced_requeues_today"]),
         "lost_gpu_hours_today": qm.as_gpu_hours(n["lost_gpu_hours_today"]),
