@@ -791,10 +791,19 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
     return Chart(key, title, caption, _figure(data, layout))
 
 
+#: A job state whose badge colour a colour-blind reader sees alike another's (CIE76 ΔE under 20 as
+#: deuteranopes or protanopes see them: running beside failed and timed out, pending beside
+#: preempting, timed out beside unschedulable at 4.3) is hatched in its own pattern on the state
+#: bars, drawn in white over its colour; the common states stay plain.
+STATE_PATTERNS = {JobState.PREEMPTING.value: "\\", JobState.FAILED.value: "x", JobState.TIMED_OUT.value: "/",
+                  JobState.UNSCHEDULABLE.value: "."}
+
+
 def _state_bars(key: str, title: str, caption: str, x_title: str, y_title: str, counts: Mapping[tuple[str, str], int],
-                series: Iterable[tuple[str, str, str]], empty: str) -> Chart:
+                series: Iterable[tuple[str, str, str]], empty: str, *, patterns: Mapping[str, str] | None = None) -> Chart:
     """Bars per group (x), stacked by state in `series`' order ((value, label, colour) each).
-    `counts` maps (group, state value) to a count; states with no count anywhere are left out."""
+    `counts` maps (group, state value) to a count; states with no count anywhere are left out.
+    `patterns`: a state's hatching (plotly's pattern shapes), over its colour."""
     if not counts:
         return _empty(key, title, caption, x_title, y_title, empty, category="x")
     groups = sorted({group for group, _ in counts})
@@ -802,7 +811,11 @@ def _state_bars(key: str, title: str, caption: str, x_title: str, y_title: str, 
     for value, label, colour in series:
         ys = [counts.get((g, value), 0) for g in groups]
         if any(ys):
-            data.append({"type": "bar", "name": label, "x": groups, "y": ys, "marker": {"color": colour}})
+            marker: dict[str, Any] = {"color": colour}
+            if patterns and value in patterns:
+                marker["pattern"] = {"shape": patterns[value], "fillmode": "overlay", "fgcolor": "#ffffff",
+                                     "fgopacity": 0.8, "size": 7, "solidity": 0.3}
+            data.append({"type": "bar", "name": label, "x": groups, "y": ys, "marker": marker})
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "category"})
     _whole_ticks(layout, data)
     return Chart(key, title, caption, _figure(data, layout))
@@ -817,7 +830,7 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
         "jobs_by_state", "Jobs by state",
         "Per team: jobs waiting or running now, and jobs submitted in the window that have finished, by state.",
         "team", "jobs", {(r["team"], r["state"]): r["n"] for r in rows}, _in_badge_colours(JobState),
-        "No job has been submitted in this window. Each team's jobs per state appear here.")
+        "No job has been submitted in this window. Each team's jobs per state appear here.", patterns=STATE_PATTERNS)
 
 
 # ------------------------------------------------------------------------------- showback
