@@ -10,8 +10,8 @@ from controlplane.models.teams import name_given_is_reserved
 # The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
 # enough that a day of it in GPU-seconds fits the accounting's columns (models/usage.py).
 MAX_QUOTA_GPUS = 1_000_000
-#: What a figure past MAX_QUOTA_GPUS is told, after the figure itself (the model, the API and the
-#: admin's boxes say the one sentence).
+#: What a figure past MAX_QUOTA_GPUS is told, after the figure itself (the model and the admin's
+#: boxes; the API after "This figure", at any size).
 PAST_QUOTA_CEILING = f"is more than {MAX_QUOTA_GPUS:,} GPUs, the most a quota may name"
 # The longest grace period a priority class may give, in seconds: a stop (a preemption, a cancel,
 # a requeue) signals the job, waits the grace period, then kills it, and the GPUs stay the job's

@@ -28,6 +28,7 @@ from controlplane.models.fleet import (
     PRICE_HORIZON_YEARS,
 )
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.models.quotas import MAX_QUOTA_GPUS, PAST_QUOTA_CEILING
 from controlplane.models.teams import team_classes_problem
 from controlplane.services import job_mentions, nodes, quotas
 
@@ -136,6 +137,12 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         # A second quota for one team and GPU type is refused by Quota.clean() on the field, naming
         # the quota to change (DRF's unique-together check said it on no field).
         validators: list[Any] = []
+        # The quota's ceiling, not the integer column's: a figure past 2147483647 was told "less
+        # than or equal to 2147483647", one under it the ceiling (Quota.clean()). Said without the
+        # figure, which a JSON 1e30 and its digits would give two ways.
+        extra_kwargs = {name: {"max_value": MAX_QUOTA_GPUS,
+                               "error_messages": {"max_value": f"This figure {PAST_QUOTA_CEILING}."}}
+                        for name in ("nominal_gpus", "borrowing_limit", "lending_limit")}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """A nominal lowered below the quota's stored lending limit is refused on `nominal_gpus`,

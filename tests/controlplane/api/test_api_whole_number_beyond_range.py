@@ -18,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.test import APIClient
 
 from controlplane.api.serializers.fields import WholeNumberField
-from controlplane.models import Job, MaintenanceWindow, Quota
+from controlplane.models import Job, MaintenanceWindow
 from tests.controlplane.api.test_api_whole_numbers import SUBMIT, serializer_fields
 from tests.controlplane.fleet_fixture import Fleet
 
@@ -76,13 +76,14 @@ def test_a_json_number_past_what_a_float_holds_is_said_beyond_the_bound_too(alic
 
 
 def test_an_admin_write_with_a_huge_float_is_told_the_columns_bound(admin: APIClient, fleet: Fleet) -> None:
-    quota = Quota.objects.get(team=fleet.ml)
-
-    r = admin.patch(f"/api/v1/quotas/{quota.pk}/", {"nominal_gpus": 1e30}, format="json")
+    # A priority class's value is bounded by its column alone (a quota's figures by the quota
+    # ceiling: test_quota_ceiling_said_at_any_size.py).
+    r = admin.patch(f"/api/v1/priority-classes/{fleet.research.pk}/", {"value": 1e30}, format="json")
 
     assert r.status_code == 400, (r.status_code, r.content[:300])
-    assert r.json()["errors"]["nominal_gpus"] == ["Ensure this value is less than or equal to 2147483647."]
-    assert Quota.objects.get(pk=quota.pk).nominal_gpus == 16
+    assert r.json()["errors"]["value"] == ["Ensure this value is less than or equal to 2147483647."]
+    fleet.research.refresh_from_db()
+    assert fleet.research.value == 100
 
 
 def test_a_maintenance_window_of_a_huge_float_length_is_told_the_longest_window(admin: APIClient,
