@@ -74,3 +74,21 @@ def test_the_api_answers_the_windows_part_of_its_hour(fleet: Fleet, clients: dic
     body = clients["owner"].get(UTILIZATION, {"window": window, "bucket": "hour"}).json()
 
     assert [(p["seconds"], p["allocatedGpus"]) for p in body["points"]] == [(1200.0, 8.0)], body
+
+
+@pytest.mark.parametrize("bucket", [accounting.MINUTE, accounting.HOUR])
+def test_a_window_ending_inside_a_minute_reads_no_more_gpus_than_were_held(fleet: Fleet, bucket: int) -> None:
+    """A minute has no finer rows, so a window ending at 10:30:20 reads the 10:30 minute whole;
+    it must average it over the whole minute too. Averaged over the window's 20 s of it, the
+    8 GPUs held read 24 and the fleet's capacity three times itself (demo walk, 8 Dec:
+    `?window=…00:42:10Z,…00:42:50Z&bucket=minute` said 207.3 GPUs of capacity on a 128-GPU fleet).
+    In hours the 10:30 minute is the cut hour's last finer row and counts whole the same way."""
+    _held_until_11_20(fleet)
+    window = Window(TEN + timedelta(minutes=29), TEN + timedelta(minutes=30, seconds=20), "custom")
+
+    points = utilization_series.utilization_series(window, NOW, bucket=bucket)
+
+    assert sum(p.seconds for p in points) == 120        # 10:29 and 10:30, whole minutes
+    assert all(p.allocated_gpus == pytest.approx(8) for p in points), points
+    capacity = sum(n.gpu_count for n in fleet.nodes)
+    assert all(p.capacity_gpus <= capacity for p in points), points
