@@ -171,6 +171,22 @@ def idle_reserved_by_team_note(report: showback.Showback, label: str) -> str:
             "so this grouping leaves it out, as its CSV and the API do: group by team to see it.")
 
 
+def tokens_not_kept_note(rows: list[dict[str, Any]]) -> str:
+    """Rows whose jobs report useful tokens but kept none in the period (a serving job still
+    loading its model, or tokens lost to a preemption or failure): their $ / 1M tokens is '–' and
+    that cost is not under Cost without tokens either, which counts only jobs that never reported
+    tokens. Said, with the cents, so the row's cost is accounted for. Empty when there are none."""
+    parts = [f"{'TOTAL' if r['is_total'] else r['shown']} (${r['cost_usd'] - r['cost_without_tokens_usd']:,.2f})"
+             for r in rows if not r["is_idle"] and r["usd_per_million_tokens"] is None
+             and r["cost_usd"] > r["cost_without_tokens_usd"]]
+    if not parts:
+        return ""
+    return ("No useful tokens kept in this period by jobs that report them: " + "; ".join(parts) + ". That cost "
+            "is in Cost but has no $ / 1M tokens, and is not under Cost without tokens (jobs that never report "
+            "tokens): their tokens came after the period, or were lost to a preemption or failure since their "
+            "last checkpoint.")
+
+
 def unpriced_note(report: showback.Showback) -> str:
     """GPU time in the window that no price rate covered (finance and admins): counted at $0 in
     every figure above, so the page says where, and how to charge it. Empty when all was priced."""

@@ -252,6 +252,15 @@ def _cell(allocation: dict[str, Any], key: str) -> str:
     return _money(value, key)
 
 
+def _token_cents(allocation: dict[str, Any]) -> Decimal:
+    """What the row's token-reporting jobs cost, in the API's cents: its cost less its cost
+    without tokens (both whole cents, so the difference is exact as decimals)."""
+    cost, without = allocation.get("totalCost"), allocation.get("costWithoutTokens")
+    if cost is None or without is None:
+        return Decimal(0)
+    return Decimal(str(cost)) - Decimal(str(without))
+
+
 def _money(value: Any, key: str) -> str:
     if value is None:
         return "-"
@@ -375,7 +384,18 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
         output.note("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
               "GPU-hour the jobs held.")
-    no_tokens = [name for name, a in ordered if _kind(name, a) != "idle" and a.get("usdPerMillionTokens") is None]
+    unpriced_tokens = [(name, a) for name, a in [*ordered, ("TOTAL", totals)] if _kind(name, a) != "idle"
+                       and a.get("usdPerMillionTokens") is None]
+    # A row whose jobs report tokens but kept none here (a model still loading, tokens lost to a
+    # preemption): that cost is in COST $ and not under COST W/O TOKENS $, so the note below
+    # would send the reader to a 0.00 (finance walk, 8 Dec).
+    not_kept = [(name, _token_cents(a)) for name, a in unpriced_tokens if _token_cents(a) > 0]
+    no_tokens = [name for name, a in unpriced_tokens if _token_cents(a) <= 0 and a is not totals]
+    if not_kept and "$/1M TOKENS" in headed:
+        output.note("$/1M TOKENS '-' with less under COST W/O TOKENS $ than COST $: no useful tokens kept in this "
+                    "period by jobs that report them (" + ", ".join(f"{name} ${cents:,.2f}" for name, cents in not_kept[:5])
+                    + (f" and {len(not_kept) - 5} more" if len(not_kept) > 5 else "") + "): their tokens came after "
+                    "it, or were lost to a preemption or failure since their last checkpoint.")
     if no_tokens and "$/1M TOKENS" in headed:
         # A '-' in $/1M TOKENS said nothing of why (the page explains it under its table): no
         # useful tokens were reported there, so there is no price per token, neither $0 nor

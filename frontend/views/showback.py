@@ -30,6 +30,7 @@ from frontend.showback_data import (
     idle_reserved_note,
     report_rows,
     shown_name,
+    tokens_not_kept_note,
     unpriced_note,
     unrecorded_sentence,
 )
@@ -117,6 +118,7 @@ def showback(request: HttpRequest) -> HttpResponse:
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
         "idle_reserved_by_team_note": "" if report.unrecorded else idle_reserved_by_team_note(report, label),
         "unpriced_note": unpriced_note(report),
+        "tokens_not_kept_note": tokens_not_kept_note(rows),
         "before_accounting_note": before_accounting_note(report),
         "csv_url": "" if empty or report.unrecorded else (
             reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"})),

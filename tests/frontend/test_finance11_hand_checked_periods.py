@@ -210,3 +210,37 @@ def test_preemption_rollback_requeue_and_a_price_change_to_the_cent(client_for, 
     assert jobs[str(job.pk)]["cost_usd"] == "21.20" and jobs[str(evaluation.pk)]["cost_usd"] == "5.00"
     assert jobs[str(job.pk)]["preemption_waste_usd"] == "5.00"
     assert jobs[str(evaluation.pk)]["cost_without_tokens_usd"] == "5.00"
+
+
+@pytest.fixture
+def tokens_only_after_the_window(demo: None) -> Any:
+    """Two days back, language's serving job holds 4 reserved H100 10:00–11:00: it loads its
+    model until 10:30 (no tokens) and serves 1,000 tokens/s from then. Read over 10:00–10:30 its
+    cost, 4 × 0.5 h × $2.50 = $5.00, is a token-reporting job's, yet no token was kept in it."""
+    from tests.controlplane.accounting.builders import report
+
+    t10 = day_start() - timedelta(days=2) + timedelta(hours=10)
+    node = reserved_h100()
+    job = running_job(team("language"), gpus=4, started_at=t10, priority_class=priority("research"))
+    allocation = hold(job, [(node, 4)], t10, t10 + timedelta(hours=1))
+    report(allocation, node, t10, t10 + timedelta(minutes=30), tokens_per_s=0, steps_per_s=0)
+    report(allocation, node, t10 + timedelta(minutes=30), t10 + timedelta(hours=1), tokens_per_s=1000, steps_per_s=0)
+    accounting.catch_up(timezone.now())
+    return t10
+
+
+def test_a_row_whose_token_jobs_kept_no_tokens_says_where_its_cost_is(client_for, tokens_only_after_the_window):
+    """Its $ / 1M tokens is '–' and its cost without tokens $0.00 (0%): the page's note says the
+    cost of jobs that reported none is under Cost without tokens, so the $5.00 was nowhere
+    (finance walk, 8 Dec). The page now says whose token-reporting cost kept no tokens here."""
+    t10 = tokens_only_after_the_window
+    rows, html = page_rows(client_for("finn"), f"window={span(t10, t10 + timedelta(minutes=30))}")
+    language = rows["language"]
+    assert language["cost_usd"] == Decimal("5.00") and language["useful_tokens"] == 0
+    assert language["usd_per_million_tokens"] is None and language["cost_without_tokens_usd"] == Decimal("0.00")
+    note = re.search(r'<p class="note" id="tokens-not-kept">([^<]*)</p>', html)
+    assert note is not None, html
+    assert "language" in note.group(1) and "$5.00" in note.group(1), note.group(1)
+    # over the whole hour its tokens were kept: nothing to say
+    _, whole = page_rows(client_for("finn"), f"window={span(t10, t10 + timedelta(hours=1))}")
+    assert 'id="tokens-not-kept"' not in whole
