@@ -19,7 +19,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import CapacityTier
-from controlplane.models import Node
+from controlplane.models import Job, Node
 from controlplane.services import accounting
 from tests.controlplane.accounting.builders import hold, running_job
 from tests.frontend.page_data import priority, team
@@ -62,14 +62,15 @@ def across_midnight(demo: None) -> Any:
     node = reserved_h100()
     job = running_job(team("vision"), gpus=4, started_at=d - timedelta(hours=2), priority_class=priority("research"))
     hold(job, [(node, 4)], d - timedelta(hours=2), d)
+    Job.objects.filter(pk=job.pk).update(state="succeeded", finished_at=d, state_changed_at=d, exit_code=0)
     second = running_job(team("vision"), gpus=4, started_at=d + timedelta(hours=23), priority_class=priority("research"))
     hold(second, [(node, 4)], d + timedelta(hours=23), d + timedelta(hours=25))
     accounting.catch_up(timezone.now())
-    return d
+    return d, job
 
 
 def test_two_hours_on_four_gpus_is_twenty_dollars_on_the_page_the_csv_and_the_api(client_for, across_midnight):
-    d = across_midnight
+    d, job = across_midnight
     client = client_for("finn")
     rows, html = page_rows(client, f"window={span(d - timedelta(hours=2), d)}")
     vision = rows["vision"]
@@ -83,6 +84,9 @@ def test_two_hours_on_four_gpus_is_twenty_dollars_on_the_page_the_csv_and_the_ap
     body = client.get(f"/api/v1/showback/?window={span(d - timedelta(hours=2), d)}").json()
     api = next(a for a in body["data"][0].values() if a["name"] == "vision")
     assert api["totalCost"] == 20.0 and api["gpuHours"] == 8.0
+    # the job's own cost, run by run (finance sees costs, not jobs: the admin reads it)
+    runs = client_for("admin").get(f"/api/v1/jobs/{job.pk}/runs/").json()
+    assert runs["total_cost_usd"] == 20.0, runs
 
 
 @pytest.mark.parametrize(("days_back", "expected"), [(3, "20.00"), (2, "10.00"), (1, "10.00")])
