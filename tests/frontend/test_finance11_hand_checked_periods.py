@@ -248,3 +248,32 @@ def test_a_row_whose_token_jobs_kept_no_tokens_says_where_its_cost_is(client_for
     # over the whole hour its tokens were kept: nothing to say
     _, whole = page_rows(client_for("finn"), f"window={span(t10, t10 + timedelta(hours=1))}")
     assert 'id="tokens-not-kept"' not in whole
+
+
+def test_a_requeue_someone_asked_for_is_counted_as_preemption_waste_and_the_page_says_so(client_for, submit_as):
+    """vision's job runs 8 reserved H100 for an hour, checkpointed 30 min before alice asks for a
+    requeue: 8 GPUs × 30 min = 4 GPU-h thrown away, done again from the checkpoint: $10.00 under
+    Preemption waste, which the page said nowhere was anything but preemptions (finance walk,
+    8 Dec: its table note did not say what the column counts)."""
+    from django.contrib.auth import get_user_model
+
+    from controlplane.models import Allocation
+    from controlplane.services import requeue, transitions
+    from controlplane.services.cycle import run_cycle
+
+    now = timezone.now().replace(microsecond=0)
+    job = submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test", now=now - timedelta(hours=1))
+    allocation = Allocation.objects.get(job=job)
+    Node.objects.filter(pk=allocation.gpus.first().node_id).update(capacity_tier=CapacityTier.RESERVED)
+    Job.objects.filter(pk=job.pk).update(last_checkpoint_at=now - timedelta(minutes=30), started_at=now - timedelta(hours=1))
+    asked = requeue.requeue(get_user_model().objects.get(username="alice"), job.pk, reason="new data")
+    assert asked.job.pk == job.pk
+    assert transitions.complete_release(allocation.pk, exit_code=None, at=timezone.now(), actor="test")
+    # rolled past the requeue's minute: a report ends on the last whole minute rolled
+    accounting.catch_up(accounting.floor_to(timezone.now(), accounting.MINUTE) + timedelta(minutes=2))
+    rows, html = page_rows(client_for("finn"), f"window={span(now - timedelta(hours=2), now + timedelta(hours=1))}")
+    waste = rows["vision"]["preemption_waste_usd"]
+    assert Decimal("10.00") <= waste <= Decimal("10.10"), waste     # 30 min of 8 GPUs at $2.50, and the seconds since
+    note = re.search(r'<p class="note">(Cost = .*?)</p>', html, re.S).group(1)
+    assert "Preemption waste" in note and "a requeue someone asked for" in note, note
