@@ -44,15 +44,23 @@ PARAMETERS = ("window", "month", "group_by")
 def showback(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     who = access_of(request.user)
-    group_by = request.GET.get("group_by") or "team"
-    errors: list[str] = [
-        f"{name[:40]}: not a parameter of this page (it takes {', '.join(PARAMETERS)}); ignored."
-        for name in sorted(set(request.GET) - set(PARAMETERS))[:10]
+    # A control character (`?window=%00`) was echoed into the page's error, the NUL itself in the
+    # HTML (the API refuses it as "Null characters are not allowed."): named, and left out.
+    query = request.GET.copy()
+    errors: list[str] = []
+    for name in PARAMETERS:
+        if any(not c.isprintable() for c in "".join(query.getlist(name))):
+            errors.append(f"{name}: a control character (such as NUL) is not allowed in it; ignored.")
+            query.pop(name)
+    group_by = query.get("group_by") or "team"
+    errors += [
+        f"{_printable(name[:40])}: not a parameter of this page (it takes {', '.join(PARAMETERS)}); ignored."
+        for name in sorted(set(query) - set(PARAMETERS))[:10]
     ]
     # `?window=7d&window=1d` showed one day without a word (the API refuses it): say which is shown.
     errors += [
-        f"{name}: given twice or more; showing the last, '{request.GET[name][:40]}'."
-        for name in PARAMETERS if len(request.GET.getlist(name)) > 1
+        f"{name}: given twice or more; showing the last, '{query[name][:40]}'."
+        for name in PARAMETERS if len(query.getlist(name)) > 1
     ]
     if group_by not in dict(GROUPINGS):
         # Said, not silently replaced: a link asking for ?group_by=job read as a team report.
@@ -61,10 +69,10 @@ def showback(request: HttpRequest) -> HttpResponse:
                       "the API also groups by job).")
         group_by = "team"
     label = dict(GROUPINGS)[group_by]
-    window_text = (request.GET.get("window") or DEFAULT_WINDOW).strip()
-    month = (request.GET.get("month") or "").strip()
+    window_text = (query.get("window") or DEFAULT_WINDOW).strip()
+    month = (query.get("month") or "").strip()
     period_errors: list[str] = []
-    if month and request.GET.get("window", "").strip():
+    if month and query.get("window", "").strip():
         # The API refuses both; a link carrying both showed the month and dropped the window unsaid.
         period_errors.append(f"window: '{window_text[:40]}' not shown: this link also asks for the month "
                              f"{month[:40]}, which is shown (give either a window or a month).")
@@ -128,6 +136,11 @@ def showback(request: HttpRequest) -> HttpResponse:
         "json_url": "" if empty else reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
     })
     return render(request, "frontend/showback.html", context)
+
+
+def _printable(text: str) -> str:
+    """`text` with its control characters written as escapes (`\\x00`), for a sentence of the page."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _window_or_month(
