@@ -126,8 +126,9 @@ class QuartermasterCollector(Collector):
         lost = float(((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0))
         yield CounterMetricFamily(
             f"{PREFIX}_requeue_lost_gpu_seconds",
-            "GPU-seconds of work thrown away (since each job's last checkpoint) when the control plane stopped a "
-            "job and requeued it whole: preemptions, resizes and fences alike (the jobs' lost_gpu_seconds).",
+            "GPU-seconds of work thrown away (since each job's last checkpoint) when a running job was stopped and "
+            "requeued whole: preemptions, resizes, fences and requeues someone asked for (qm requeue) alike (the "
+            "jobs' lost_gpu_seconds).",
             value=lost)
         # Its old name, one release more: it always counted resizes and fences too.
         yield CounterMetricFamily(
