@@ -163,6 +163,10 @@ def real_fleet() -> Fleet:
             "name", "pool", "gpu_type__name", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier")
     )
     if not nodes:
+        retired = Node.objects.filter(state=NodeState.RETIRED).count()
+        if retired:  # "no node has registered yet" beside a Nodes page listing them was untrue
+            raise ReplayRefused(f"Every node of the fleet is retired ({retired}): there is no fleet to replay on. "
+                                "Return a node to service (the Nodes page, qm nodes return) to replay on it.")
         raise ReplayRefused("No node has registered yet: there is no fleet to replay on.")
     gpu_types = tuple(GpuTypeInfo(name=name, memory_gb=memory, throughput=throughput)
                       for name, memory, throughput in GpuType.objects.order_by("name").values_list(

@@ -14,7 +14,7 @@ import pytest
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from controlplane.choices import JobState
+from controlplane.choices import JobState, NodeState
 from controlplane.models import Job, MaintenanceWindow, Node, Quota
 from controlplane.services.cycle import run_cycle
 from controlplane.services.snapshot import read_snapshot, scheduler_config
@@ -531,3 +531,14 @@ def test_a_replay_that_cannot_start_is_said_on_the_post(client_for, submit_as):
         store.delete(whatif.LOCK_KEY)
     assert busy.status_code == 409 and 'data-replay="busy"' in busy.content.decode()
     assert "Another replay is running" in busy.content.decode() and "live_url" not in busy.context
+
+
+def test_a_fleet_whose_every_node_is_retired_is_said_so_not_unregistered(demo):
+    Node.objects.update(state=NodeState.RETIRED)
+
+    with pytest.raises(whatif.ReplayRefused) as refused:
+        whatif.real_fleet()
+
+    said = str(refused.value)
+    assert said.startswith(f"Every node of the fleet is retired ({Node.objects.count()}): there is no fleet")
+    assert "registered" not in said
