@@ -432,6 +432,20 @@ def test_utilization_definitions_are_one_click_away(session):
     expect(definitions).to_contain_text("Productive")
 
 
+def test_tile_definitions_are_one_click_away_by_keyboard(session):
+    # A title attribute (where three tiles' terms were) is reached by neither keyboard nor touch.
+    alice = session("alice")
+    alice.open("/")
+    definitions = alice.page.locator("#tile-definitions")
+    expect(definitions.locator("dl")).to_be_hidden()
+    definitions.locator("summary").focus()
+    alice.page.keyboard.press("Enter")
+    expect(definitions.locator("dl")).to_be_visible()
+    for term in ("Away", "Stranded GPUs", "Oldest feasible job waits", "Nodes not answering"):
+        expect(definitions.locator("dt", has_text=term)).to_be_visible()
+    assert alice.page.locator(".tiles .tile[title]").count() == 0
+
+
 def fill_the_fleet() -> Job:
     """A busy fleet: jobs of every team running and waiting, a preemption today, an hour of samples."""
     for i in range(4):
