@@ -135,7 +135,8 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
         "lost_gpu_hours_today": qm.as_gpu_hours(n["lost_gpu_hours_today"]),
         "silent_nodes": count(sum(c for c, _ in n["silent_nodes"].values())),
         "silent_nodes_said": ", ".join(f"{c} {state} ({g:,} GPU{'s' if g != 1 else ''})" for state, (c, g) in n["silent_nodes"].items())
-        or "every node's agent answers",
+        # An empty fleet has no agent to answer (every node retired, or none registered yet).
+        or ("every node's agent answers" if n["total_gpus"] else "no node in the fleet"),
         "as_of": qm.utc(n["as_of"]) if n["as_of"] else "none yet",
         "loop": loop_warning(n["as_of"], n["as_of_age_s"]),
     }

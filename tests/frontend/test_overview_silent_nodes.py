@@ -27,3 +27,11 @@ def test_the_overview_counts_the_nodes_whose_agent_does_not_answer(client_for: A
     page = client_for("alice").get("/").content.decode()
     assert "Nodes not answering" in page and "2 quarantined (16 GPUs), 1 suspect (8 GPUs)" in page
     assert 'data-live="silent_nodes"' in page and 'href="/nodes/?state=quarantined&amp;state=down&amp;state=suspect"' in page
+
+
+def test_an_empty_fleet_is_not_said_to_have_every_agent_answering(client_for: Any) -> None:
+    Node.objects.update(state=NodeState.RETIRED)
+
+    text = client_for("admin").get("/ui/overview.json").json()["text"]
+
+    assert (text["silent_nodes"], text["silent_nodes_said"]) == ("0", "no node in the fleet")
