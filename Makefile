@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 ARGS ?=
 
-.PHONY: demo test install install-test browser lint typecheck bench clean
+.PHONY: demo test install browser lint typecheck clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
