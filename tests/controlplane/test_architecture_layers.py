@@ -135,3 +135,17 @@ def test_architecture_names_every_import_circle_left() -> None:
     in_circles = {_doc_path(m) for circle in circles for m in circle}
     assert sorted(named - in_circles) == [], \
         "docs/architecture.md's paragraph on import circles names a module in none"
+
+
+def test_architecture_names_every_api_module_outside_the_views_and_serializers_packages_that_serves() -> None:
+    """The API's views live in `api/views/` and its serializers in `api/serializers/`, a module per
+    resource, except the resources whose one module holds both: the doc names each of those."""
+    serving = []
+    for path in sorted((ROOT / "controlplane" / "api").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        bases = {ast.unparse(base) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for base in node.bases}
+        if any(re.search(r"(APIView|ViewSet|GenericAPIView|Serializer)$", base) for base in bases):
+            serving.append(f"api/{path.name}")
+    assert "api/agent.py" in serving
+    assert sorted(m for m in serving if f"`{m}`" not in ARCHITECTURE) == [], \
+        "API modules serving resources outside api/views/ that docs/architecture.md does not name"
