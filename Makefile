@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 ARGS ?=
 
-.PHONY: demo test install browser lint typecheck clean
+.PHONY: demo test install browser lint typecheck bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy --strict scheduler_core
+
+# The engine's two headline benchmarks (docs/engine.md): a full cycle on 10,000 GPUs, and the
+# seed's week at three loads side by side with the seed's scheduler. The rest: docs/benchmarks.md.
+bench: install
+	$(PY) -m scheduler_core.bench --json
+	$(PY) bench/seed_week.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
