@@ -743,6 +743,8 @@ class ProcessLauncher:
         self.node_name = node_name
         self.devices = devices
         self.reaper = Reaper(node_name)
+        # Runs of a previous agent of this node found alive by `sweep_leftovers`, by generation.
+        self.left_behind: set[int] = set()
         self.cgroups, self.containment = RunCgroups.open(cgroup_root, node_name, self.root)
         # The environment the jobs' processes start from, taken once: the agent never changes
         # its own, and decoding all of os.environ at every launch was ~5 % of a busy agent's
@@ -817,17 +819,21 @@ class ProcessLauncher:
         return removed, freed
 
     def sweep_leftovers(self) -> list[int]:
-        """Kill process groups a previous agent of this node recorded and left running, and
-        everything in the run cgroups it left (containment.py).
+        """Kill process groups a previous agent of this node recorded and left running, everything
+        in the run cgroups it left (containment.py), and every process on the host that carries
+        this node's run marker (QM_AGENT_NODE and a QM_GENERATION), recorded or not: nothing of
+        this agent runs yet, so whatever carries its node's marker was started by an agent
+        before it (its records lost with the state directory, or written too late: the agent
+        died between the spawn and the record). The generations of the runs found alive are
+        kept in `left_behind`: they ran here, and the registration says so (launch_journal.py).
 
         Only processes that still carry this node's QM_AGENT_NODE are touched, so a recycled
         pid of an unrelated process is left alone."""
+        self.left_behind = set(self._marked_runs())
         killed = self._empty_run_cgroups()
-        if not self.root.exists():
-            return killed
         groups: set[int] = set()
-        generations: set[int] = set()
-        records = list(self.root.glob("g*/pgids"))
+        generations: set[int] = set(self.left_behind)
+        records = list(self.root.glob("g*/pgids")) if self.root.exists() else []
         for record in records:
             try:
                 raw = read_regular(record, 1024 * 1024).split()
@@ -843,6 +849,16 @@ class ProcessLauncher:
             except OSError:  # (the job made it a directory)
                 pass
         return sorted(set(killed))
+
+    def _marked_runs(self) -> set[int]:
+        """The generations of the runs with a live process, before any is killed: those carrying
+        this node's marker, and the run cgroups (`g<generation>`) still populated (a process that
+        cleared its environment is still in its run's cgroup)."""
+        runs = set(node_runs(self.node_name).values())
+        for cgroup in self.cgroups.runs() if self.cgroups is not None else []:
+            if cgroup.name[1:].isdigit() and containment.populated(cgroup):
+                runs.add(int(cgroup.name[1:]))
+        return runs
 
     def _empty_run_cgroups(self) -> list[int]:
         """Kill what lives in the run cgroups a previous agent left, and remove them; the pids
@@ -1160,6 +1176,32 @@ def marked_processes(node_name: str, generations: set[int]) -> list[int]:
         if stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X"):
             found.append(int(entry.name))
     return sorted(found)
+
+
+def node_runs(node_name: str) -> dict[int, int]:
+    """pid → generation of every live (not zombie) process carrying this node's marker and a run's
+    generation (QM_AGENT_NODE, QM_GENERATION), whatever its session, group or cgroup."""
+    node = f"QM_AGENT_NODE={node_name}".encode()
+    me = os.getpid()
+    found: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            if node not in environ:
+                continue
+            marks = [v[len(b"QM_GENERATION="):] for v in environ if v.startswith(b"QM_GENERATION=")]
+            if not marks or not marks[0].isdigit():
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X"):
+            found[int(entry.name)] = int(marks[0])
+    return found
 
 
 def _carries_node(pid: int, node_name: str) -> bool:

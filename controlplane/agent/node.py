@@ -48,6 +48,7 @@ from typing import Any
 import structlog
 
 from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Throttled, Unauthorized
+from controlplane.agent.launch_journal import LaunchJournal
 from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper, Unshipped, open_regular
 from controlplane.agent.members import Assignment, Launcher, Member, describe
 
@@ -91,6 +92,10 @@ _ELEMENT = re.compile(r"(reports|logs)\.(\d+)(?:\.|$)")
 # Reports whose loss would leave a run unsettled on the control plane: refused, they go again
 # once without what was refused (`NodeAgent._ending_again`).
 _ENDINGS = ("exited", "lost", "refused")
+#: The most launches a registration names (the control plane's bound on a list of generations).
+MAX_LAUNCHED_NAMED = 4096
+# Reports that tell the control plane a run was launched here: taken, the launch journal forgets it.
+_KNOWN_LAUNCHED = ("started", "exited", "lost")
 
 
 @dataclass(frozen=True)
@@ -255,6 +260,7 @@ class NodeAgent:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         refused_path: Path | None = None,
+        launch_journal: LaunchJournal | None = None,
     ) -> None:
         self.inventory = inventory
         self.name = inventory.name
@@ -294,6 +300,9 @@ class NodeAgent:
         # Where what the control plane refused of a contact is kept (REFUSED_FILE; None: only
         # logged), and the parts of a contact refused whole still to be sent apart (`_refused`).
         self.refused_path = refused_path
+        # What this node's agents launched that the control plane may not know of (its start
+        # or end not yet taken): named at registration, never to be started again (launch_journal.py).
+        self.journal = launch_journal if launch_journal is not None else LaunchJournal()
         self.parts: list[Part] = []
         self.replaced: set[tuple[str, int, str]] = set()  # endings refused and sent again (`_ending_again`)
         self.ship_output = ship_output  # False: the output stays on the node (--no-output)
@@ -389,6 +398,12 @@ class NodeAgent:
                 return None
             body = self.inventory.as_json()
             body["running"] = sorted(self.members)
+            # Said at every registration, empty or not: it vouches that no other run was launched
+            # here unknown to the control plane, so what was bound here and never started is this
+            # agent's to start.
+            # (The newest MAX_LAUNCHED_NAMED: the control plane takes no more. Older ones would
+            # be runs fenced long since, lease after lease of unanswered contacts ago.)
+            body["launched"] = self.journal.left()[-MAX_LAUNCHED_NAMED:]
             if self.self_fence_untold is not None:
                 body["self_fenced_at"] = iso(self.self_fence_untold)
             return Call("register", body, sent=self.clock(), reports=[])
@@ -519,6 +534,11 @@ class NodeAgent:
             self.log.info("no longer throttled: the control plane takes this agent's requests again",
                           throttled_for_s=round(now - self.throttled_since, 1), attempts=self.throttled_refusals)
             self.throttled_since, self.throttled_refusals = None, 0
+        # What the control plane took a start or end of knows it was launched (a registration
+        # naming launches settled them: fenced, or no longer live).
+        # (Nothing is launched between a registration and its reply: all the journal holds was named.)
+        self.journal.told({int(r["generation"]) for r in call.reports if r.get("kind") in _KNOWN_LAUNCHED}
+                          | set(self.journal.left() if call.kind == "register" else ()))
         if call.kind == "register":
             self._forget_desired()
             self.token = str(reply["token"])
@@ -994,6 +1014,10 @@ class NodeAgent:
     def _launch(self, assignment: Assignment) -> None:
         wall = self.wall()
         try:
+            # Kept before the first process exists: an agent that dies after this point leaves
+            # the launch for its successor to name (launch_journal.py). One that cannot be kept
+            # fails the launch, as a run directory that cannot be written does.
+            self.journal.record(assignment.generation)
             member = self.launcher.launch(assignment)
         except Exception as error:  # noqa: BLE001 - whatever stops one run's launch is that run's end, not the agent's
             # The launcher has killed what it started of the run and removed its cgroup

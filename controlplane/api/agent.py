@@ -261,6 +261,11 @@ class RegisterSerializer(serializers.Serializer):
     # When the agent killed its work itself because it could not renew its lease, if it did
     # since it last registered: what this registration settles was lost to a partition.
     self_fenced_at = serializers.DateTimeField(required=False, allow_null=True)
+    # The runs an agent of this node launched whose start or end the control plane may not have
+    # heard of (its launch journal, controlplane/agent/launch_journal.py): never given to start
+    # again. Given (even empty), the agent vouches nothing else was launched here unknown to the
+    # control plane; absent (an agent before 8 Dec), it does not (agent_protocol._vouches_for_launches).
+    launched = _generations()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # Each device once: a second entry of one index is named (devices.3.index), with the first.
@@ -609,7 +614,7 @@ class RegisterView(AgentView):
         try:
             registration = protocol.register(
                 data["name"], inventory, token=request.auth, running=data.get("running", []), now=timezone.now(),
-                self_fenced_at=data.get("self_fenced_at"),
+                self_fenced_at=data.get("self_fenced_at"), launched=data.get("launched"),
             )
         except protocol.InvalidAgentRequest as error:
             raise exceptions.ValidationError(error.errors) from error

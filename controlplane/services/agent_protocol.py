@@ -304,23 +304,25 @@ def contact_refused(node: Node, errors: dict[str, list[str]], body: Any, *, now:
 
 def register(
     name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
-    self_fenced_at: datetime | None = None,
+    self_fenced_at: datetime | None = None, launched: Sequence[int] | None = None,
 ) -> Registration:
     """Register (or re-register) the agent of node `name` (`_register`). A registration that
     found no node and met one created meanwhile by another registration of the same name (an
     agent's retry of a registration it timed out on, still being written) registers it again,
     as any re-registration: until 5 Dec it was refused, quoting the database's unique name."""
     try:
-        return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at)
+        return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at,
+                         launched=launched)
     except IntegrityError:
         if not Node.objects.filter(name=name).exists():
             raise
-        return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at)
+        return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at,
+                         launched=launched)
 
 
 def _register(
     name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
-    self_fenced_at: datetime | None = None,
+    self_fenced_at: datetime | None = None, launched: Sequence[int] | None = None,
 ) -> Registration:
     """Register (or re-register) the agent of node `name`.
 
@@ -332,7 +334,9 @@ def _register(
          ones are fenced and their jobs requeued whole with the lost work recorded (as
          `NodeLeaseExpired` when the agent says it self-fenced at `self_fenced_at`: the node
          stopped answering, its agent did not restart); an active one no agent of the node
-         ever started is the fresh agent's to start (`_never_started_on`);
+         ever reported started is the fresh agent's to start (`_never_started_on`), unless
+         the agent names it `launched` (an agent of the node launched it: fenced as the others)
+         or cannot vouch for the node's past (`_vouches_for_launches`: fenced too);
       4. a suspect, quarantined or down node is ready again (it registered clean); cordoned
          and draining nodes stay as the operator left them; a retired node is refused
          (NodeRetired, 409) until an admin returns it to service;
@@ -383,6 +387,12 @@ def _register(
         # fenced and placed again on the new.
         unstarted = (_never_started_on(node, abandoned) if node is not None and lease is not None
                      and not _changes_shape(existing, inventory) else set())
+        # Never started by its report is not never launched: what the agent names `launched` ran
+        # here (it may have outlived its agent until this one's sweep), and an agent that cannot
+        # vouch for what was launched here is given nothing of the past to start.
+        vouched = bool(unstarted) and _vouches_for_launches(node, token, launched, now)
+        kept_from_takeover = sorted(unstarted if not vouched else unstarted & set(launched or ()))
+        unstarted = unstarted - set(kept_from_takeover) if vouched else set()
         released = (
             _settle_abandoned_allocations(node, keep, abandoned, lease=lease, now=now, actor=actor,
                                           reason=FENCE_AGENT_RESTARTED if self_fenced_at is None
@@ -421,9 +431,14 @@ def _register(
                if released and self_fenced_at is not None else "")
             + (f"; its new agent starts what was bound for it and never started there: generation "
                f"{', '.join(map(str, taken_over[:20]))}" + (" …" if len(taken_over) > 20 else "")
-               if taken_over else ""),
+               if taken_over else "")
+            + (f"; not started again, never reported started yet {_why_not_taken_over(vouched)}: generation "
+               f"{', '.join(map(str, kept_from_takeover[:20]))}" + (" …" if len(kept_from_takeover) > 20 else "")
+               if kept_from_takeover else ""),
             data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
                   **({"taken_over_generations": taken_over} if taken_over else {}),
+                  **({"not_taken_over_generations": kept_from_takeover} if kept_from_takeover else {}),
+                  **({"launched_generations": sorted(set(launched))[:100]} if launched else {}),
                   "devices": list(inventory.devices)[:16],
                   **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {}),
                   **({"inventory_before": replaced} if replaced else {}),
@@ -602,6 +617,33 @@ def _never_started_on(node: Node, allocation_ids: set[int]) -> set[int]:
         Allocation.objects.filter(pk__in=allocation_ids, state=AllocationState.ACTIVE)
         .exclude(pk__in=begun.values("allocation_id")).values_list("generation", flat=True)
     )
+
+
+def _vouches_for_launches(node: Node, token: str, launched: Sequence[int] | None, now: datetime) -> bool:
+    """Whether a registration may be believed when it says nothing was launched on `node` but the
+    runs it names `launched` (and `running`), so that the rest of what was bound there and never
+    reported started is the fresh agent's to start.
+
+    Yes when the node's previous agent's lease has run out: alive, it killed its runs when it
+    could not renew it (its self-fence comes first, node.py); dead, they died with it (their
+    death signal, its reaper) or were found by this agent's sweep and named. Else only an agent
+    that says what was launched (`launched`, a `qm-agent` of 8 Dec on; one before it says
+    nothing and is not believed) and is this node's agent as its predecessor was: it holds the
+    node's token, which the previous agent wrote into the state directory where its launch
+    journal is (controlplane/agent/launch_journal.py), or the node is simulated (its runs live
+    in its agent's memory and die with it). A registration with the bootstrap secret while the
+    previous agent's lease still runs may come from another host given the node's name, or from
+    a state directory lost with its journal: what it was not told of may still run."""
+    lease_over = node.agent_lease_expires_at is None or node.agent_lease_expires_at <= now
+    if lease_over:
+        return True
+    return launched is not None and (node.simulated or token_digests.matches(node.agent_token_hash, token))
+
+
+def _why_not_taken_over(vouched: bool) -> str:
+    return ("(its agent says an agent of the node launched it: lost with that agent, requeued)" if vouched else
+            "(its agent could not vouch that none of them was launched by the agent before it, whose lease "
+            "still ran: requeued)")
 
 
 def _live_allocations_on(node: Node) -> list[Allocation]:
