@@ -52,6 +52,7 @@ from controlplane.agent.job_users import (
 )
 from controlplane.agent.job_users import checked as job_users_checked
 from controlplane.agent.job_users import chosen_mode as chosen_job_user_mode
+from controlplane.agent.launch_journal import LAUNCHES_DIR, LaunchJournal
 from controlplane.agent.logs import read_regular, write_whole
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import (
@@ -252,6 +253,42 @@ def _save_token(path: Path, token: str) -> None:
                   error=str(error))
 
 
+#: The file in a node's state directory a running `qm-agent` holds locked (flock) while it serves
+#: the node; it says the holder's pid.
+AGENT_LOCK_FILE = "agent.lock"
+
+
+def hold_node_lock(state_dir: Path, name: str) -> tuple[int | None, str]:
+    """Lock the node's state directory for this agent (flock, held until the process ends
+    however it ends; not inherited by its jobs): (the descriptor, "") or (None, why not).
+
+    One agent serves a node. A second one started on the same host with the same state
+    directory (a unit started twice, an operator's test run beside the service) would sweep the
+    first one's runs as left behind (killing jobs that were running fine), register in its place
+    and be displaced by it in turn, every heartbeat, each time fencing what the other started.
+    Until 8 Dec nothing stopped it."""
+    import fcntl
+
+    path = state_dir / name / AGENT_LOCK_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        return None, f"cannot open {path}: {error}"
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        except OSError:
+            holder = "unknown"
+        os.close(fd)
+        return None, f"another qm-agent (pid {holder}) serves node {name} from {state_dir}"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd, ""
+
+
 def real_inventory(args: argparse.Namespace, nvml: Nvml | None) -> NodeInventory:
     devices = nvml.devices() if nvml is not None else []
     gpu_count = len(devices) or args.gpus
@@ -277,6 +314,11 @@ def run_real(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
     nvml = Nvml.open()
     inventory = real_inventory(args, nvml)
+    # Before anything touches the node's runs: a second agent of the node exits here.
+    lock, why = hold_node_lock(state_dir, inventory.name)
+    if lock is None:
+        log.error("cannot serve the node: " + why, node=inventory.name)
+        return 2
     euid = os.geteuid()
     mode, chosen = chosen_job_user_mode(args.job_user, os.environ.get("QM_AGENT_JOB_USER"), euid)
     try:
@@ -310,7 +352,12 @@ def run_real(args: argparse.Namespace) -> int:
                     why=launcher.containment)
     leftovers = launcher.sweep_leftovers()
     if leftovers:
-        log.warning("killed processes a previous agent left behind", node=inventory.name, pids=leftovers)
+        log.warning("killed processes a previous agent left behind", node=inventory.name, pids=leftovers,
+                    generations=sorted(launcher.left_behind))
+    # What agents of this node launched that the control plane may not know of, with the runs
+    # just found left behind: the registration names them, and they are never started again.
+    journal = LaunchJournal(state_dir / inventory.name / LAUNCHES_DIR)
+    journal.found(launcher.left_behind)
     # Started now rather than with the first job: its ~10 ms are paid here, not in a launch.
     launcher.reaper.start()
     token_path = _token_file(state_dir, inventory.name)
@@ -321,7 +368,7 @@ def run_real(args: argparse.Namespace) -> int:
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
         self_fence=not args.no_self_fence, exits_wake=True, limit_grace_s=args.limit_grace,
         keep_desired=not args.full_desired_state, ship_output=not args.no_output,
-        refused_path=state_dir / inventory.name / REFUSED_FILE,
+        refused_path=state_dir / inventory.name / REFUSED_FILE, launch_journal=journal,
     )
     # The output of runs a previous agent left unsent (it died, and their processes with it):
     # shipped with the first heartbeats, then forgotten (agent/logs.py).
