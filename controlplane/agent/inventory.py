@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,3 +92,20 @@ def host_memory_gb() -> int:
     except OSError:
         pass
     return 0
+
+
+def host_identity() -> str:
+    """Which host this agent runs on, as its registration says it: the host name and the
+    machine id (systemd's /etc/machine-id, else D-Bus's), so two hosts given one node name are
+    told apart by the control plane (agent_protocol._refuse_another_host), and a restart on the
+    same host is not."""
+    machine = ""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path) as f:
+                machine = f.read(64).strip()
+        except OSError:
+            continue
+        if machine:
+            break
+    return f"{socket.gethostname()}/{machine}"[:200] if machine else socket.gethostname()[:200]

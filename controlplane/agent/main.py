@@ -42,7 +42,7 @@ from controlplane.agent.client import (
     error_for,
 )
 from controlplane.agent.containment import ContainmentError
-from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
+from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_identity, host_memory_gb
 from controlplane.agent.job_users import (
     AS_ROOT,
     DEFAULT_UID_BASE,
@@ -307,6 +307,7 @@ def real_inventory(args: argparse.Namespace, nvml: Nvml | None) -> NodeInventory
         capacity_tier=args.capacity_tier,
         simulated=False,
         devices=[d.as_json() for d in devices],
+        host=host_identity(),
     )
 
 
@@ -536,6 +537,8 @@ def run_simulated(args: argparse.Namespace) -> int:
         # Simulated nodes keep no token between runs: every start registers them.
         return _no_way_to_register("simulated nodes register at every start")
     inventories = simulated_inventories(args)
+    for inventory in inventories:  # (their registrations say where they run, as a real agent's)
+        inventory.host = host_identity()
     client = AgentClient(args.server)
     launcher = SimulatedLauncher()
     agents = [

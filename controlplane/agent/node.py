@@ -181,9 +181,12 @@ class NodeInventory:
     capacity_tier: str | None = None
     simulated: bool = False
     devices: list[dict[str, Any]] = field(default_factory=list)
+    host: str = ""  # the host the agent runs on (inventory.host_identity), said at registration
 
     def as_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"name": self.name, "gpu_count": self.gpu_count, "simulated": self.simulated}
+        if self.host:
+            body["host"] = self.host
         for key in ("pool", "gpu_type", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier"):
             value = getattr(self, key)
             if value is not None:

@@ -266,6 +266,9 @@ class RegisterSerializer(serializers.Serializer):
     # again. Given (even empty), the agent vouches nothing else was launched here unknown to the
     # control plane; absent (an agent before 8 Dec), it does not (agent_protocol._vouches_for_launches).
     launched = _generations()
+    # Which host the agent runs on (its machine id and host name): a bootstrap registration from
+    # another host than the node's serving agent's, while that lease runs, is refused (409).
+    host = TextField(max_length=200, required=False, allow_blank=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # Each device once: a second entry of one index is named (devices.3.index), with the first.
@@ -615,6 +618,7 @@ class RegisterView(AgentView):
             registration = protocol.register(
                 data["name"], inventory, token=request.auth, running=data.get("running", []), now=timezone.now(),
                 self_fenced_at=data.get("self_fenced_at"), launched=data.get("launched"),
+                host=data.get("host", ""),
             )
         except protocol.InvalidAgentRequest as error:
             raise exceptions.ValidationError(error.errors) from error
@@ -624,6 +628,10 @@ class RegisterView(AgentView):
             raise exceptions.AuthenticationFailed(str(error)) from error
         except protocol.NodeRetired as error:
             raise retired_conflict(error) from error
+        except protocol.NodeServedElsewhere as error:
+            conflict = Conflict(str(error), code="node_served_elsewhere")
+            conflict.wait = error.retry_after_s  # type: ignore[attr-defined] # DRF's Retry-After
+            raise conflict from error
         node = registration.node
         return Response(
             {

@@ -104,6 +104,16 @@ class NodeRetired(Exception):
         self.node = node
 
 
+class NodeServedElsewhere(Exception):
+    """A registration with the bootstrap secret from another host than the one whose agent
+    serves the node, its lease still running (HTTP 409, code ``node_served_elsewhere``): two
+    hosts were given one node name. `retry_after_s`: until that lease ends."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class InvalidAgentRequest(Exception):
     """The request cannot be applied; `errors` maps each field to what is wrong (HTTP 400)."""
 
@@ -304,7 +314,7 @@ def contact_refused(node: Node, errors: dict[str, list[str]], body: Any, *, now:
 
 def register(
     name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
-    self_fenced_at: datetime | None = None, launched: Sequence[int] | None = None,
+    self_fenced_at: datetime | None = None, launched: Sequence[int] | None = None, host: str = "",
 ) -> Registration:
     """Register (or re-register) the agent of node `name` (`_register`). A registration that
     found no node and met one created meanwhile by another registration of the same name (an
@@ -312,17 +322,17 @@ def register(
     as any re-registration: until 5 Dec it was refused, quoting the database's unique name."""
     try:
         return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at,
-                         launched=launched)
+                         launched=launched, host=host)
     except IntegrityError:
         if not Node.objects.filter(name=name).exists():
             raise
         return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at,
-                         launched=launched)
+                         launched=launched, host=host)
 
 
 def _register(
     name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
-    self_fenced_at: datetime | None = None, launched: Sequence[int] | None = None,
+    self_fenced_at: datetime | None = None, launched: Sequence[int] | None = None, host: str = "",
 ) -> Registration:
     """Register (or re-register) the agent of node `name`.
 
@@ -372,6 +382,8 @@ def _register(
             raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
         if node is not None and node.state == NodeState.RETIRED:
             raise NodeRetired(node)
+        if node is not None and not token_digests.matches(node.agent_token_hash, token):
+            _refuse_another_host(node, host, now)
         created = node is None
         # A node an admin (or the demo) created whose agent never spoke registers for the
         # first time, not "again".
@@ -439,6 +451,7 @@ def _register(
                   **({"taken_over_generations": taken_over} if taken_over else {}),
                   **({"not_taken_over_generations": kept_from_takeover} if kept_from_takeover else {}),
                   **({"launched_generations": sorted(set(launched))[:100]} if launched else {}),
+                  **({"host": host} if host else {}),
                   "devices": list(inventory.devices)[:16],
                   **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {}),
                   **({"inventory_before": replaced} if replaced else {}),
@@ -458,6 +471,32 @@ def _register(
         transaction.on_commit(_request_cycle)
     log.info("agent registered", node=name, created=created, settled=released, taken_over=taken_over)
     return Registration(node=node, token=fresh, lease_expires_at=node.agent_lease_expires_at, released=released)
+
+
+def _refuse_another_host(node: Node, host: str, now: datetime) -> None:
+    """A registration with the bootstrap secret (not the node's token) from another host than the
+    one whose agent registered the node last, while that agent's lease still runs: two hosts were
+    given one node name (a copied configuration, a re-imaged spare). Refused (NodeServedElsewhere,
+    409) until that lease has ended, so the node's agent keeps it. Until 8 Dec each took the node
+    from the other at every heartbeat (the other's token refused, it registered again with the
+    bootstrap secret), each registration fencing what the other had started. An agent that names
+    no host (before 8 Dec), or a node whose last registration named none, is not refused; a
+    restart on the same host (its state directory lost) names the same host and is not either."""
+    lease = node.agent_lease_expires_at
+    if not host or lease is None or lease < now:
+        return
+    last = (Event.objects.filter(node_id=node.pk, kind=EventKind.NODE_REGISTERED)
+            .order_by("-created_at", "-id").values_list("data", flat=True).first())
+    serving = str((last or {}).get("host") or "")
+    if not serving or serving == host:
+        return
+    wait = (lease - now).total_seconds()
+    raise NodeServedElsewhere(
+        f"node {node.name} is served by the agent on host {serving!r}, whose lease runs until {lease:%H:%M:%S} UTC; "
+        f"this agent, on host {host!r}, registers with the bootstrap secret: two hosts were given the name "
+        f"{node.name}. Give this one its own name (--name); it may take the node once that lease has ended",
+        retry_after_s=max(1.0, wait),
+    )
 
 
 def _changes_shape(node: Node | None, inventory: Inventory) -> bool:
@@ -634,7 +673,8 @@ def _vouches_for_launches(node: Node, token: str, launched: Sequence[int] | None
     in its agent's memory and die with it). A registration with the bootstrap secret while the
     previous agent's lease still runs may come from another host given the node's name, or from
     a state directory lost with its journal: what it was not told of may still run."""
-    lease_over = node.agent_lease_expires_at is None or node.agent_lease_expires_at <= now
+    # (as reconcile reads a lease: over once past; at its instant a heartbeat still renews it)
+    lease_over = node.agent_lease_expires_at is None or node.agent_lease_expires_at < now
     if lease_over:
         return True
     return launched is not None and (node.simulated or token_digests.matches(node.agent_token_hash, token))
