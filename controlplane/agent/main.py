@@ -127,7 +127,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spine")
     p.add_argument("--capacity-tier", choices=["reserved", "on_demand", "spot"])
     p.add_argument("--state-dir", default=os.environ.get("QM_AGENT_STATE_DIR", "/var/lib/qm-agent"),
-                   help="node token, job working directories, process-group records")
+                   help="node token, job working directories, process-group records, launch journal, agent lock")
     p.add_argument("--interval", type=_seconds(zero=False), help="heartbeat interval in seconds (default: what the server says)")
     p.add_argument("--sample-interval", type=_seconds(zero=False), default=10.0, help="seconds between usage samples")
     p.add_argument("--limit-grace", type=_seconds(zero=True), default=30.0,
