@@ -66,6 +66,10 @@ PR_SET_PDEATHSIG = 1
 #: The most of one rank's output not shipped that a node keeps (qm-agent --max-rank-output-mib).
 DEFAULT_OUTPUT_CAP = 256 * 1024 * 1024
 NO_COMMAND_EXIT_CODE = 127
+#: Every run's processes carry their agent's state directory (`<state-dir>/<node>`, absolute) in
+#: this variable, beside QM_AGENT_NODE: a sweep kills only the marked runs of its own state
+#: directory, or of one that no longer exists (`ProcessLauncher.sweep_leftovers`).
+STATE_MARKER = "QM_AGENT_STATE"
 
 log = structlog.get_logger("qm.agent")
 
@@ -236,7 +240,7 @@ def launch_argv(command: str) -> tuple[list[str], Callable[[], None] | None]:
 PROCESS_ENV_NAMES = frozenset({
     "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
     "WORLD_SIZE", "RANK", "LOCAL_RANK", "QM_JOB_ID", "QM_GENERATION", "QM_ROLE", "QM_ROLE_RANK",
-    "QM_ROLE_WORLD_SIZE", "QM_ROLES", "QM_AGENT_NODE", "QM_PROGRESS_FILE",
+    "QM_ROLE_WORLD_SIZE", "QM_ROLES", "QM_AGENT_NODE", "QM_AGENT_STATE", "QM_PROGRESS_FILE",
 })
 
 
@@ -388,7 +392,7 @@ class ProcessMember:
         workdir, job_dir, node_name = self.workdir, self.job_dir, self.node_name
         for index in range(count):
             env = {**env_base, **rank_environment(assignment, index, per_node),
-                   "QM_AGENT_NODE": node_name}
+                   "QM_AGENT_NODE": node_name, STATE_MARKER: str(workdir.parent.resolve())}
             if self.identity is not None:
                 env["HOME"] = str(job_dir)
             rank = env["RANK"]
@@ -821,18 +825,26 @@ class ProcessLauncher:
     def sweep_leftovers(self) -> list[int]:
         """Kill process groups a previous agent of this node recorded and left running, everything
         in the run cgroups it left (containment.py), and every process on the host that carries
-        this node's run marker (QM_AGENT_NODE and a QM_GENERATION), recorded or not: nothing of
-        this agent runs yet, so whatever carries its node's marker was started by an agent
-        before it (its records lost with the state directory, or written too late: the agent
-        died between the spawn and the record). The generations of the runs found alive are
-        kept in `left_behind`: they ran here, and the registration says so (launch_journal.py).
+        this node's run marker (QM_AGENT_NODE and a QM_GENERATION) and this state directory's
+        (QM_AGENT_STATE, or one that no longer exists), recorded or not: nothing of this agent
+        runs yet, so such a process was started by an agent before it (its records lost with
+        the state directory, or written too late: the agent died between the spawn and the
+        record). The generations of the runs found alive are kept in `left_behind`: they ran
+        here, and the registration says so (launch_journal.py).
 
         Only processes that still carry this node's QM_AGENT_NODE are touched, so a recycled
         pid of an unrelated process is left alone."""
-        self.left_behind = set(self._marked_runs())
+        marked = self._marked_runs()
+        self.left_behind = set(marked.values()) | self._populated_run_cgroups()
         killed = self._empty_run_cgroups()
+        for pid in sorted(marked):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
         groups: set[int] = set()
-        generations: set[int] = set(self.left_behind)
+        generations: set[int] = set()
         records = list(self.root.glob("g*/pgids")) if self.root.exists() else []
         for record in records:
             try:
@@ -850,15 +862,21 @@ class ProcessLauncher:
                 pass
         return sorted(set(killed))
 
-    def _marked_runs(self) -> set[int]:
-        """The generations of the runs with a live process, before any is killed: those carrying
-        this node's marker, and the run cgroups (`g<generation>`) still populated (a process that
-        cleared its environment is still in its run's cgroup)."""
-        runs = set(node_runs(self.node_name).values())
-        for cgroup in self.cgroups.runs() if self.cgroups is not None else []:
-            if cgroup.name[1:].isdigit() and containment.populated(cgroup):
-                runs.add(int(cgroup.name[1:]))
-        return runs
+    def _marked_runs(self) -> dict[int, int]:
+        """pid → generation of the live processes left behind by a previous agent of this node
+        and state directory: those carrying this node's marker and this state directory's, or
+        that of one that no longer exists (lost with its records: its runs are this node's
+        agent's to end). Runs of another state directory that exists are another agent's (two
+        agents given one name on a host, as tests do): left alone, as their cgroups are."""
+        mine = str(self.root.resolve())
+        return {pid: generation for pid, (generation, state) in node_runs(self.node_name).items()
+                if state is not None and (state == mine or not Path(state).is_dir())}
+
+    def _populated_run_cgroups(self) -> set[int]:
+        """The generations of this agent's run cgroups (`g<generation>`) still populated: a
+        process that cleared its environment is still in its run's cgroup."""
+        return {int(cgroup.name[1:]) for cgroup in (self.cgroups.runs() if self.cgroups is not None else [])
+                if cgroup.name[1:].isdigit() and containment.populated(cgroup)}
 
     def _empty_run_cgroups(self) -> list[int]:
         """Kill what lives in the run cgroups a previous agent left, and remove them; the pids
@@ -1178,12 +1196,15 @@ def marked_processes(node_name: str, generations: set[int]) -> list[int]:
     return sorted(found)
 
 
-def node_runs(node_name: str) -> dict[int, int]:
-    """pid → generation of every live (not zombie) process carrying this node's marker and a run's
-    generation (QM_AGENT_NODE, QM_GENERATION), whatever its session, group or cgroup."""
+def node_runs(node_name: str) -> dict[int, tuple[int, str | None]]:
+    """pid → (generation, state directory) of every live (not zombie) process carrying this
+    node's marker and a run's generation (QM_AGENT_NODE, QM_GENERATION; the state directory from
+    STATE_MARKER, None for a run an agent before 8 Dec started), whatever its session, group or
+    cgroup."""
     node = f"QM_AGENT_NODE={node_name}".encode()
+    state_prefix = f"{STATE_MARKER}=".encode()
     me = os.getpid()
-    found: dict[int, int] = {}
+    found: dict[int, tuple[int, str | None]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
@@ -1195,12 +1216,13 @@ def node_runs(node_name: str) -> dict[int, int]:
             marks = [v[len(b"QM_GENERATION="):] for v in environ if v.startswith(b"QM_GENERATION=")]
             if not marks or not marks[0].isdigit():
                 continue
+            states = [v[len(state_prefix):] for v in environ if v.startswith(state_prefix)]
             with open(f"/proc/{entry.name}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
             continue
         if stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X"):
-            found[int(entry.name)] = int(marks[0])
+            found[int(entry.name)] = (int(marks[0]), states[0].decode(errors="replace") if states else None)
     return found
 
 

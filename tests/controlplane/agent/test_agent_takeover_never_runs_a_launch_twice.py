@@ -19,6 +19,7 @@ kills the processes on the host carrying its node's name.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -171,8 +172,8 @@ def test_fresh_agent_that_lost_the_state_directory_never_runs_the_surviving_run_
     try:
         # The node's state directory is gone (a new disk, a container's fresh volume): no token,
         # no records of what the old agent started. Its run still lives.
-        fresh_state = tmp_path / "fresh-state"
-        fresh = _fresh_agent(live_server.url, fresh_state, name)
+        shutil.rmtree(state_dir / name)
+        fresh = _fresh_agent(live_server.url, state_dir, name)
         # Its registration (the bootstrap secret, the old agent's lease still running) cannot
         # tell it from another host's agent given this node's name: nothing is taken over.
         _runs_once(fresh, launched, never, ledger, taken_over=False)
