@@ -27,6 +27,8 @@ import json
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -192,13 +194,29 @@ class AgentClient:
             self._local.session = session
         return session
 
+    @contextmanager
+    def within(self, seconds: float | None) -> Iterator[None]:
+        """The calls this thread makes in the block give up after `seconds` at most, to connect
+        and between two reads of the reply (None: their usual timeouts). An agent holding runs
+        gives a call no longer than what is left before its self-fence (node.py, `NodeAgent.send`)."""
+        previous = getattr(self._local, "within", None)
+        self._local.within = seconds
+        try:
+            yield
+        finally:
+            self._local.within = previous
+
     def _post(self, path: str, token: str, body: dict[str, Any] | bytes,
               timeout: tuple[float, float] | None = None) -> dict[str, Any]:
         """POST ``body`` (a JSON object, or one already encoded) and return the reply's object."""
         data = body if isinstance(body, bytes) else _encoded(body)
+        timeout = timeout or self.timeout
+        within = getattr(self._local, "within", None)
+        if within is not None:
+            timeout = (min(timeout[0], within), min(timeout[1], within))
         try:
             response = self._session().post(
-                self.base + path, data=data, timeout=timeout or self.timeout,
+                self.base + path, data=data, timeout=timeout,
                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             )
         except requests.RequestException as error:

@@ -14,6 +14,7 @@ requeued. SIGUSR1/SIGUSR2 cut and heal the agent's network traffic (for chaos dr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
 import logging
@@ -703,8 +704,12 @@ def _items_refused(error: ProtocolError, count: int) -> dict[int, dict[str, list
 def _send_batch(client: AgentClient, calls: list[tuple[NodeAgent, Call]]) -> None:
     items = [{"name": agent.name, "token": agent.token, "renew": call.kind == "heartbeat", **call.body}
              for agent, call in calls]
+    # No longer than the nearest self-fence among them (NodeAgent.self_fence_in).
+    left = [t for t in (agent.self_fence_in() for agent, _ in calls) if t is not None]
+    within = getattr(client, "within", None)  # (a test's stand-in client may have none)
     try:
-        results = client.sync_many(items)
+        with within(min(left)) if within is not None and left else contextlib.nullcontext():
+            results = client.sync_many(items)
     except ProtocolError as error:
         mine = _items_refused(error, len(calls))
         for index, (agent, call) in enumerate(calls):

@@ -92,6 +92,9 @@ _ELEMENT = re.compile(r"(reports|logs)\.(\d+)(?:\.|$)")
 # Reports whose loss would leave a run unsettled on the control plane: refused, they go again
 # once without what was refused (`NodeAgent._ending_again`).
 _ENDINGS = ("exited", "lost", "refused")
+#: The least time a call is given while runs are held (`NodeAgent.self_fence_in`): a deadline
+#: that close is passed by the round after the call in any case.
+CALL_FLOOR_S = 0.2
 #: The most launches a registration names (the control plane's bound on a list of generations).
 MAX_LAUNCHED_NAMED = 4096
 # Reports that tell the control plane a run was launched here: taken, the launch journal forgets it.
@@ -437,7 +440,27 @@ class NodeAgent:
         return Call("heartbeat", body, sent=self.clock(), reports=reports, logs=logs, part=part)
 
     def send(self, call: Call) -> dict[str, Any]:
-        """The call over this agent's own connection (one node, one request)."""
+        """The call over this agent's own connection (one node, one request), given no longer
+        than what is left before the self-fence (`self_fence_in`)."""
+        within = getattr(self.client, "within", None)
+        left = self.self_fence_in()
+        if within is None or left is None:
+            return self._send(call)
+        with within(left):
+            return self._send(call)
+
+    def self_fence_in(self) -> float | None:
+        """How long a call may take while this agent holds runs: until its self-fence deadline
+        (at least CALL_FLOOR_S). None when no self-fence is due (nothing runs, or none kept).
+        The round is one thread: a call that hangs on a control plane that took the request and
+        never answers would hold the self-fence until its read timeout (10 s), the runs alive
+        past the lease the control plane counts (until 8 Dec it did: up to 10 s, their jobs
+        requeued and started elsewhere meanwhile)."""
+        if not (self.self_fence and self.registered and self.members):
+            return None
+        return max(CALL_FLOOR_S, self.lease_valid_until - self.clock())
+
+    def _send(self, call: Call) -> dict[str, Any]:
         if call.kind == "register":
             token = self.token or self.bootstrap_token
             try:
