@@ -81,3 +81,14 @@ def test_sre_another_host_takes_the_node_once_the_lease_has_ended(fleet: LoopFle
     assert response.status_code in (200, 201), response.content
     last = Event.objects.filter(kind=EventKind.NODE_REGISTERED, node__name="gpu-07").latest("id")
     assert last.data["host"] == SECOND
+
+
+def test_sre_a_registrations_host_and_launched_are_checked_field_by_field(fleet: LoopFleet) -> None:
+    for field, value in (("host", "rack\x00a"), ("host", "x" * 201), ("launched", [0]), ("launched", "7"),
+                         ("launched", [2**63])):
+        body = {"name": "gpu-08", "pool": "h100", "gpu_type": "H100-80GB", "gpu_count": 8, "cpus": 96,
+                "memory_gb": 1024, "leaf_switch": "leaf-1", "spine": "spine-1", field: value}
+        response = agent_client(BOOTSTRAP).post(REGISTER, body, format="json")
+        assert response.status_code == 400, (field, value, response.content)
+        assert any(name.split(".")[0] == field for name in response.json()["errors"]), (field, response.json())
+    assert not Node.objects.filter(name="gpu-08").exists()
