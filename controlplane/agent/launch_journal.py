@@ -21,6 +21,7 @@ simulated node's journal lives in the agent's memory only: its runs die with its
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,13 +36,39 @@ LAUNCHES_DIR = "launches"
 
 class LaunchJournal:
     """Runs launched on this node whose launch the control plane may not know of, by generation.
-    ``path``: the directory that keeps them across agents (None: this agent's memory only)."""
+    ``path``: the directory that keeps them across agents (None: this agent's memory only).
+
+    A run that ended keeps, in its entry, the report of its end until a reply came to a contact
+    carrying it (`ended`): a successor sends those first, with the node's token, before it
+    registers (`endings`), so a job that ended while its agent could not tell is settled as it
+    ended, not requeued as lost with the agent and run again."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self._generations: set[int] = set()
+        self._endings: dict[int, dict[str, object]] = {}
         if path is not None:
             self._generations.update(self._on_disk())
+            for generation in self._generations:
+                ending = self._read_ending(generation)
+                if ending is not None:
+                    self._endings[generation] = ending
+
+    def _read_ending(self, generation: int) -> dict[str, object] | None:
+        assert self.path is not None
+        try:
+            with open(self.path / str(generation), "rb") as f:
+                raw = f.read(4096)
+        except OSError:
+            return None
+        try:
+            ending = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            return None
+        if not isinstance(ending, dict) or ending.get("generation") != generation or ending.get("kind") not in (
+                "exited", "lost"):
+            return None
+        return ending
 
     def _on_disk(self) -> set[int]:
         assert self.path is not None
@@ -60,18 +87,47 @@ class LaunchJournal:
         before this returns. An OSError if it cannot be: the launch must not go ahead, since an
         agent that died after it could not say it had launched."""
         if self.path is not None and generation not in self._generations:
-            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.path / str(generation), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            directory = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            self._write(generation, b"")
         self._generations.add(generation)
+
+    def _write(self, generation: int, content: bytes) -> None:
+        assert self.path is not None
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary = self.path / f".{generation}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path / str(generation))
+        directory = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def ended(self, generation: int, report: dict[str, object]) -> None:
+        """`generation`'s processes are gone and `report` (its `exited` or `lost`) is queued: kept
+        until a reply came to a contact carrying it (`told`). Not kept when it cannot be written
+        (logged): a successor then names the run `launched`, and it is requeued as lost."""
+        self._generations.add(generation)
+        self._endings[generation] = report
+        if self.path is not None:
+            try:
+                self._write(generation, json.dumps(report).encode())
+            except OSError as error:
+                log.error("could not keep a run's end in the launch journal", generation=generation, error=str(error))
+
+    def endings(self) -> list[dict[str, object]]:
+        """The exits of runs a previous agent of this node reaped and did not get to tell (the
+        job's own exits, or its stops as the control plane asked). Runs the agent stopped for a
+        reason of its own (`lost`: its lease, its shutdown) are named `launched` by the
+        registration instead, which settles them as it always has (NodeLeaseExpired after a
+        self-fence)."""
+        return [self._endings[g] for g in sorted(self._endings) if self._endings[g].get("kind") == "exited"]
 
     def found(self, generations: Iterable[int]) -> None:
         """Runs found alive on the node and killed by this agent's sweep: launched by an agent
@@ -92,6 +148,7 @@ class LaunchJournal:
             if generation not in self._generations:
                 continue
             self._generations.discard(generation)
+            self._endings.pop(generation, None)
             if self.path is not None:
                 try:
                     os.unlink(self.path / str(generation))
@@ -103,3 +160,8 @@ class LaunchJournal:
     def left(self) -> list[int]:
         """What a registration must name: launched here, not known to the control plane to be."""
         return sorted(self._generations)
+
+    def unended(self, generation: int) -> None:
+        """A successor could not tell `generation`'s end (its token refused): the run is only
+        named `launched` by the registration, as one whose end is unknown."""
+        self._endings.pop(generation, None)

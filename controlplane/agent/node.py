@@ -47,7 +47,15 @@ from typing import Any
 
 import structlog
 
-from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Throttled, Unauthorized
+from controlplane.agent.client import (
+    AgentClient,
+    ProtocolError,
+    Refused,
+    Retired,
+    Throttled,
+    Unauthorized,
+    Unreachable,
+)
 from controlplane.agent.launch_journal import LaunchJournal
 from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper, Unshipped, open_regular
 from controlplane.agent.members import Assignment, Launcher, Member, describe
@@ -333,6 +341,8 @@ class NodeAgent:
         self.partitioned = False  # tests and demos: drop all traffic, keep running
         self.shutting_down = False
         self.self_fenced_at: float | None = None
+        # The ends of runs a previous agent left untold were sent (or given up on): see begin().
+        self.handed_over = False
         # A self-fence the control plane has not heard of yet: the next registration says when
         # (its jobs' history then reads "stopped answering", not "agent restarted").
         self.self_fence_untold: float | None = None
@@ -397,6 +407,12 @@ class NodeAgent:
                         self._stop(running, "stale", 0.0, now)
                 self.next_contact = now + 0.05
                 return None
+            endings = self.journal.endings()
+            if endings and self.token and not self.handed_over:
+                # Runs a previous agent of this node reaped and did not get to tell: told first,
+                # with the node's token, so the registration finds them settled as they ended
+                # (it would requeue them as lost with that agent: a job that succeeded ran again).
+                return Call("report", {"running": [], "reports": endings}, sent=self.clock(), reports=endings)
             token = self.token or self.bootstrap_token
             if not token:
                 self.log.error("no node token and no bootstrap secret: set QM_AGENT_BOOTSTRAP_TOKEN")
@@ -480,6 +496,21 @@ class NodeAgent:
         if not (reply is not None and call.kind != "register" and reply.get("unchanged") and self.known_version
                 and reply.get("version") == self.known_version):
             self.held_changes += 1  # anything but "unchanged" for what we hold (see `prefetched`)
+        handover = call.kind == "report" and not self.registered
+        if handover:
+            # Told or not, once: what was not is named `launched` by the registration (requeued).
+            # Only an unreachable or busy control plane is asked again.
+            self.handed_over = reply is not None or not isinstance(error, Unreachable | Throttled)
+            if reply is not None:
+                self.journal.told({int(r["generation"]) for r in call.reports})
+                self.log.info("told the ends of runs a previous agent did not get to tell",
+                              generations=[r["generation"] for r in call.reports])
+            else:
+                self.log.warning("could not tell the ends of runs a previous agent left untold", detail=str(error))
+                self.next_contact = now + (0.0 if self.handed_over else RETRY_S)
+                return
+            self.next_contact = now
+            return
         if error is not None:
             if isinstance(error, Refused) and not isinstance(error, Retired) and self._refused(call, error, now):
                 return
@@ -834,8 +865,11 @@ class NodeAgent:
             # decides its fate). `lost`: we stopped it for a reason that is not the job's own
             # (lease lost, shutdown, stale, refused), so it must be requeued, never failed.
             kind = "exited" if running.stop_kind in (None, "release", "limit") else "lost"
-            self._queue({"kind": kind, "generation": generation, "at": iso(wall), "exit_code": code,
-                         "message": f"stopped: {running.stop_kind}" if running.stop_kind else ""})
+            ending = {"kind": kind, "generation": generation, "at": iso(wall), "exit_code": code,
+                      "message": f"stopped: {running.stop_kind}" if running.stop_kind else ""}
+            self._queue(ending)
+            # Kept on the disk until told: a successor tells it if this agent dies first.
+            self.journal.ended(generation, ending)
             ended = True
             self.log.info("member ended", generation=generation, job=running.assignment.job_id, exit_code=code,
                           stop=running.stop_kind)
@@ -1056,8 +1090,10 @@ class NodeAgent:
             self.log.error("could not launch", generation=assignment.generation, job=assignment.job_id,
                            error=reason, exc_info=not isinstance(error, OSError | ValueError))
             self._remember_finished(assignment.generation, 126)
-            self._queue({"kind": "exited", "generation": assignment.generation, "at": iso(wall), "exit_code": 126,
-                         "message": f"launch failed: {reason}"[:500]})
+            ending = {"kind": "exited", "generation": assignment.generation, "at": iso(wall), "exit_code": 126,
+                      "message": f"launch failed: {reason}"[:500]}
+            self._queue(ending)
+            self.journal.ended(assignment.generation, ending)
             self.urgent = True
             return
         started = self.clock()

@@ -59,7 +59,8 @@ def _old_agent_dies_after_launching(server: str, state: Path, name: str, ledger:
     then "dies" with the run alive (its reaper and the run's death signal never fire: the run
     outlived it). A second job is bound onto the node meanwhile, never seen by any agent."""
     fleet = build_loop_fleet()
-    old = process_agent(server, state, AgentClient(server), name=name)
+    client = AgentClient(server)
+    old = process_agent(server, state, client, name=name)
     old.journal = LaunchJournal(state / name / LAUNCHES_DIR)  # as `qm-agent` keeps it
     drive(old, lambda: Node.objects.filter(name=name, state=NodeState.READY).exists())
     node = Node.objects.get(name=name)
@@ -81,7 +82,8 @@ def _fresh_agent(server: str, state: Path, name: str, token: str = "") -> NodeAg
     launcher.sweep_leftovers()
     journal = LaunchJournal(state / name / LAUNCHES_DIR)
     journal.found(launcher.left_behind)
-    agent = process_agent(server, state, AgentClient(server), name=name)
+    client = AgentClient(server)
+    agent = process_agent(server, state, client, name=name)
     agent.launcher, agent.journal, agent.token = launcher, journal, token
     return agent
 
@@ -179,4 +181,42 @@ def test_fresh_agent_that_lost_the_state_directory_never_runs_the_surviving_run_
         _runs_once(fresh, launched, never, ledger, taken_over=False)
     finally:
         _kill_marked(name, {g for g, _ in _ledger(ledger)})
+        _hang_up(old, *([fresh] if fresh is not None else []))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_that_ended_while_its_agent_could_not_tell_is_settled_as_it_ended_not_run_again(
+    live_server: Any, state_dir: Path, tmp_path: Path,
+) -> None:
+    """The job exits 0 while its agent is cut off; the agent dies before telling. Until 8 Dec the
+    exit died with it: the fresh agent's registration requeued the job as lost with its agent,
+    and a job that had succeeded ran again. Its end is kept in the launch journal, and the fresh
+    agent tells it (with the node's token) before it registers."""
+    name = "gpu-twice-ended"
+    fleet = build_loop_fleet()
+    trigger = tmp_path / "finish"
+    client = AgentClient(live_server.url)
+    old = process_agent(live_server.url, state_dir, client, name=name)
+    old.journal = LaunchJournal(state_dir / name / LAUNCHES_DIR)
+    fresh = None
+    try:
+        drive(old, lambda: Node.objects.filter(name=name, state=NodeState.READY).exists())
+        job = make_job(fleet, name="ends-unseen", command=f"while [ ! -e {trigger} ]; do sleep 0.05; done; exit 0")
+        allocation = bind(job, {Node.objects.get(name=name): [0]})
+        drive(old, lambda: Allocation.objects.get(pk=allocation.pk).started_at is not None)
+        old.partitioned = True
+        trigger.touch()
+        drive(old, lambda: allocation.generation not in old.members)  # reaped, its exit unsent
+        assert [r for r in old.outbox if r["kind"] == "exited" and r["exit_code"] == 0]
+
+        fresh = _fresh_agent(live_server.url, state_dir, name, token=old.token)
+        drive(fresh, lambda: fresh.registered, timeout=15)
+
+        settled = Allocation.objects.get(pk=allocation.pk)
+        assert settled.state == AllocationState.RELEASED and settled.generation == allocation.generation
+        job.refresh_from_db()
+        assert job.state == JobState.SUCCEEDED and job.requeue_count == 0
+        assert not Event.objects.filter(kind=EventKind.ALLOCATION_FENCED, job=job).exists()
+        assert LaunchJournal(state_dir / name / LAUNCHES_DIR).left() == []
+    finally:
         _hang_up(old, *([fresh] if fresh is not None else []))

@@ -112,3 +112,27 @@ def test_a_launch_that_cannot_be_kept_never_runs(tmp_path: Path) -> None:
     assert launcher.on_disk_at_launch == {} and agent.members == {}
     (ended,) = [r for body in plane.contacts for r in body["reports"] if r["generation"] == 7]
     assert ended["kind"] == "exited" and ended["exit_code"] == 126 and ended["message"].startswith("launch failed:")
+
+
+def test_a_successor_tells_the_exits_left_untold_before_it_registers_and_names_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "gpu-j" / LAUNCHES_DIR
+    before = LaunchJournal(path)
+    for generation in (5, 6, 7):
+        before.record(generation)
+    exited = {"kind": "exited", "generation": 5, "at": "2026-12-08T01:00:00+00:00", "exit_code": 0, "message": ""}
+    lost = {"kind": "lost", "generation": 6, "at": "2026-12-08T01:00:00+00:00", "exit_code": -9,
+            "message": "stopped: lease"}
+    before.ended(5, exited)
+    before.ended(6, lost)
+    plane = ScriptedControlPlane(given=[9])
+    agent = _agent(plane, SimulatedLauncher(), LaunchJournal(path))
+    agent.token = "qma_kept"  # the node's token, from the state directory
+
+    agent.step()  # the exit left untold, with the node's token, before anything else
+    assert plane.registrations == [] and [body["reports"] for body in plane.contacts] == [[exited]]
+    assert agent.members == {} and not agent.registered  # its reply's desired state is not taken
+    agent.step()
+
+    # The run stopped for the agent's own reason, and the one whose end is unknown, are named.
+    assert plane.registrations[0]["launched"] == [6, 7]
+    assert LaunchJournal(path).left() == []
