@@ -364,3 +364,31 @@ def plotly_js_url() -> str:
 def gpu_hours(seconds: Any, where: str = "cell") -> str:
     """GPU-seconds as GPU-hours; ``where``: "cell" or "sentence"."""
     return "–" if seconds is None else _hours_text(float(seconds) / 3600, where)
+
+
+def _names(names: list[str]) -> SafeString:
+    """`a`, `b` and `c`, each as code."""
+    coded = [format_html("<code>{}</code>", name) for name in names]
+    return mark_safe(coded[0] if len(coded) == 1 else ", ".join(coded[:-1]) + " and " + coded[-1])  # noqa: S308 (escaped above)
+
+
+@register.simple_tag
+def refused_heading(listing: str, errors: Any) -> SafeString:
+    """The error line's heading of a refused listing query (page_filters.Refusals): what is wrong
+    in the query, as its lines below say it — a parameter the page does not take, one given more
+    than once, or a filter's value. "fix this filter" was said of them all."""
+    names = list(errors)
+    wrong = getattr(errors, "wrong", "value")
+    if wrong == "unknown":
+        said = format_html("unknown parameter{} {}: remove {}", "" if len(names) == 1 else "s", _names(names),
+                           "it" if len(names) == 1 else "them")
+    elif wrong == "repeated":
+        times = getattr(errors, "times", {})
+        if len(names) == 1:
+            n = times.get(names[0], 2)
+            said = format_html("{} is given {}: give it once", _names(names), "twice" if n == 2 else f"{n} times")
+        else:
+            said = format_html("{} are each given more than once: give each once", _names(names))
+    else:
+        said = format_html("fix {}", "this filter" if len(names) == 1 else "these filters")
+    return format_html("{} cannot be listed: {}.", listing, said)

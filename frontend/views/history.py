@@ -22,13 +22,13 @@ from django.views.decorators.http import require_GET
 from controlplane.filtersets import JobHistoryFilterSet, text_filter_lengths
 from controlplane.models import Job
 from controlplane.services import access, closed_history, excel_workbook, history_text, job_history
-from frontend.page_filters import PAGE_PARAMETERS, filtered
+from frontend.page_filters import PAGE_PARAMETERS, Refusals, filtered
 from frontend.page_numbers import page_choice
 
 PAGE_SIZE = 50
 
 
-def _filtered(request: HttpRequest) -> tuple[JobHistoryFilterSet, QuerySet[Job] | None, dict[str, list[str]]]:
+def _filtered(request: HttpRequest) -> tuple[JobHistoryFilterSet, QuerySet[Job] | None, Refusals]:
     """The reader's ended jobs under the query's filters, or the errors naming each bad parameter."""
     filterset, jobs, errors = filtered(request, JobHistoryFilterSet, access.visible_jobs(request.user))
     return cast(JobHistoryFilterSet, filterset), None if jobs is None else job_history.ended_jobs(jobs), errors

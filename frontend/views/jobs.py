@@ -33,7 +33,7 @@ from controlplane.api.serializers.job_requests import JobArraySubmitSerializer, 
 from controlplane.api.serializers.jobs import attach_gpus_held, gpus_held_expression
 from controlplane.api.views.jobs import cancel_refusal, stop_notice
 from controlplane.choices import FINISHED_JOB_STATES, JobHold, JobState, Topology, WorkloadClass
-from controlplane.filtersets import JobFilterSet, refusals, text_filter_lengths
+from controlplane.filtersets import JobFilterSet, text_filter_lengths
 from controlplane.models import AllocationGpu, Event, GpuType, Job, Project
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import (
@@ -71,7 +71,7 @@ from controlplane.services.transitions import (
 from controlplane.shared_store import shared_store
 from frontend import figures
 from frontend.heatmap import fleet_grid
-from frontend.page_filters import query_refusals
+from frontend.page_filters import Refusals, query_refusals, value_refusals
 from frontend.page_numbers import page_choice
 from frontend.templatetags import qm
 from frontend.timeline import state_segments
@@ -133,7 +133,7 @@ def _list_params(request: HttpRequest, *without: str) -> QueryDict:
 
 
 def _listed(request: HttpRequest, *, live: bool = False
-            ) -> tuple[JobFilterSet, QuerySet[Job], str, dict[str, list[str]]]:
+            ) -> tuple[JobFilterSet, QuerySet[Job], str, Refusals]:
     """The list as the request filters and sorts it (the page and its live update read it so):
     the filterset, the rows in their order, the `ordering` asked for ("" newest first), and the
     errors naming each parameter refused ({} for none): one the page does not take or one
@@ -148,7 +148,7 @@ def _listed(request: HttpRequest, *, live: bool = False
     filterset = JobFilterSet(params or None, queryset=jobs, request=request, naive_times_are_utc=True)
     errors = query_refusals(params if live else request.GET, JobFilterSet)
     if not errors and filterset.is_bound and not filterset.is_valid():
-        errors = {name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
+        errors = value_refusals(filterset)
     # A refused query lists nothing, as the history page does: the whole list under the error
     # line read as its answer.
     rows = jobs.none() if errors else filterset.qs if filterset.is_bound else jobs

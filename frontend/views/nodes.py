@@ -35,7 +35,7 @@ from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures, node_rows
 from frontend.heatmap import fleet_counts, fleet_grid
-from frontend.page_filters import filtered
+from frontend.page_filters import Refusals, filtered
 from frontend.page_numbers import page_choice
 from frontend.views.live_json import answers_json
 from frontend.windows import WINDOWS, window_choice
@@ -129,7 +129,7 @@ def in_maintenance(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 #: Nodes a page lists (the fleet's figures above them are the whole fleet's, whatever the page).
 PAGE_SIZE = 100
-def listed_nodes(request: HttpRequest) -> tuple[NodeFilterSet, QuerySet[Node] | None, dict[str, list[str]]]:
+def listed_nodes(request: HttpRequest) -> tuple[NodeFilterSet, QuerySet[Node] | None, Refusals]:
     """The fleet's nodes under the query's filters (the API's nodes filters: pool, state,
     gpu_type, leaf_switch, ...), or the errors naming each bad parameter. Retired nodes are
     listed apart, never here."""
@@ -232,7 +232,7 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
             **retired_payload(list(beats.values()), is_admin)}
 
 
-def _filter_context(request: HttpRequest, errors: dict[str, list[str]]) -> dict[str, Any]:
+def _filter_context(request: HttpRequest, errors: Refusals) -> dict[str, Any]:
     """The page's filter form: the pools, states and GPU types to choose from, what is chosen."""
     return {
         "filter_errors": errors,
