@@ -252,6 +252,11 @@ def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None
             **{f"{verb}_url": reverse(f"v1:job-array-{verb}", args=[array_id]) for verb in ("hold", "release", "cancel")}}
 
 
+def _is_job_id(text: str) -> bool:
+    """`text` is a job id as the table holds one: digits, below 2^63 (a bigint)."""
+    return text.isdigit() and text.isascii() and int(text) < 2**63
+
+
 @login_required
 @answers_json
 @require_GET
@@ -261,15 +266,16 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
     filters, sort and page: its count, and the jobs submitted since, as rows for the top of the
     first page newest first, else as a notice saying how many and where they are
     (services/job_pages.news_in_place says which, and why)."""
-    try:
-        ids = [int(part) for part in request.GET.get("ids", "").split(",") if part][:MAX_LIVE_ROWS]
-    except ValueError:
-        return JsonResponse({"detail": "ids: expected comma-separated job ids", "errors": {"ids": ["not integers"]}},
-                            status=400)
+    parts = [part for part in request.GET.get("ids", "").split(",") if part]
+    if not all(map(_is_job_id, parts)):
+        # an id past the table's bigint was a 500 (SQLite's OverflowError, PostgreSQL's DataError)
+        return JsonResponse({"detail": "ids: expected comma-separated job ids",
+                             "errors": {"ids": ["not job ids (whole numbers from 0 to 2^63 - 1)"]}}, status=400)
+    ids = [int(part) for part in parts][:MAX_LIVE_ROWS]
     after = request.GET.get("after")
-    if after is not None and not (after.isdigit() and int(after) < 2**63):  # a job id, as the table holds
-        return JsonResponse({"detail": "after: expected a job id", "errors": {"after": ["not a whole number"]}},
-                            status=400)
+    if after is not None and not _is_job_id(after):
+        return JsonResponse({"detail": "after: expected a job id",
+                             "errors": {"after": ["not a job id (a whole number from 0 to 2^63 - 1)"]}}, status=400)
     jobs = access.visible_jobs(request.user).filter(pk__in=ids).select_related("place").only(
         "id", "state", "hold", "pending_code", "pending_words", "would_start_if_words", "team_id",
         "place__queue_position", "place__eta",

@@ -127,10 +127,21 @@ def test_the_list_poll_reads_in_a_fixed_number_of_queries(client_for, submit_as)
     assert queries(1) == queries(5)
 
 
-@pytest.mark.parametrize("after", ["soon", "-1", str(2**63)])
+@pytest.mark.parametrize("after", ["soon", "-1", str(2**63), "\u0661"])
 def test_an_after_that_is_no_id_is_refused(client_for, after) -> None:
-    response = client_for("alice").get(f"/ui/jobs.json?ids=&after={after}")
-    assert response.status_code == 400 and response.json()["errors"] == {"after": ["not a whole number"]}
+    """2^63 is a whole number, which "not a whole number" said it was not: it is no job id."""
+    response = client_for("alice").get("/ui/jobs.json", {"ids": "", "after": after})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"after": ["not a job id (a whole number from 0 to 2^63 - 1)"]}
+
+
+@pytest.mark.parametrize("ids", ["soon", "1,-2", str(2**63), f"1,{10**23}", "\u0661"])
+def test_ids_that_are_no_job_ids_are_refused(client_for, ids) -> None:
+    """An id past the table's bigint was a 500 (the database's overflow), not a 400."""
+    response = client_for("alice").get("/ui/jobs.json", {"ids": ids})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"ids": ["not job ids (whole numbers from 0 to 2^63 - 1)"]}
+    assert client_for("alice").get("/ui/jobs.json", {"ids": f"1,{2**63 - 1}"}).status_code == 200
 
 
 def test_an_empty_list_polls_too(client_for, demo) -> None:
