@@ -55,3 +55,30 @@ def test_a_bound_in_seconds_is_said_in_the_fields_unit(session: Any) -> None:  #
     assert not Job.objects.filter(name="units").exists()
     alice.expect_refusal("/api/v1/jobs/", 400)
     assert alice.errors == []
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    # whole hours of more than three figures: "1230 h (1230 h (4442400 s))" until 8 Dec, the
+    # amount rounded to three figures and its kept seconds read again as an amount
+    ("1234", "1234 h"),
+    ("99999", "99999 h"),
+    ("1000.5", "1000.5 h"),
+    # not whole: two decimals and its seconds, once
+    ("1234.567", "1234.57 h (4444441 s)"),
+])
+def test_an_amount_of_many_hours_is_said_as_typed(session: Any, typed: str, said: str) -> None:  # noqa: F811
+    alice = session("alice")
+    alice.open("/jobs/")
+    page = alice.page
+    page.fill("[data-field=name]", "long")
+    page.fill("[data-field=gpus]", "1")
+    page.fill("[data-field=runtime_limit_s]", typed)
+    runtime = page.locator("[data-error-for=runtime_limit_s]")
+    expect(runtime).to_have_text(f"{said} is beyond the maximum of priority class 'research' (168 h)",
+                                 timeout=LIVE_TIMEOUT_MS)
+    page.click("#submit-job button[type=submit]")
+    expect(page.locator("#submit-job [data-verdict]")).to_contain_text(
+        f"Runtime limit: {said} is beyond the maximum", timeout=LIVE_TIMEOUT_MS)
+    assert not Job.objects.filter(name="long").exists()
+    alice.expect_refusal("/api/v1/jobs/", 400)
+    assert alice.errors == []

@@ -1465,21 +1465,32 @@
 
   function inUnit(seconds, unit) {
     var n = Number(seconds);
-    var amount = Number((n / unit[0]).toPrecision(3));
+    var exact = n / unit[0];
+    // Three figures, but never fewer than the whole units' digits and two after them: 1234 h
+    // typed was said "1230 h (4442400 s)", 99999 h "100000 h".
+    var whole = Math.abs(exact) >= 1 ? Math.floor(Math.log10(Math.abs(exact))) + 1 : 1;
+    var amount = Number(exact.toPrecision(Math.min(21, Math.max(3, whole + 2))));
     if (Math.abs(n) < unit[0] && amount * unit[0] !== n) return n + " s";
     return amount + " " + unit[1] + (amount * unit[0] === n ? "" : " (" + n + " s)");
   }
 
+  /* One pass over the API's words, so that the seconds an amount keeps ("1.51 h (5432 s)") are
+     not read again as an amount: "1230 h (1230 h (4442400 s))" was said of 1234 hours typed. */
+  var SPAN = "[\\d.,]+ ?[a-z]+(?: [\\d.,]+ ?[a-z]+)*";
+  var SECONDS_SAID = new RegExp(
+    // "(604800 s), which is 7 d" | "720000 s (8 d 8 h)" | "1 s" | "than or equal to 1."
+    "\\((\\d+) s\\), which is " + SPAN + "|\\b(\\d+) s \\(" + SPAN + "\\)|\\b(\\d+) s\\b|(than or equal to )(-?\\d+)\\.", "g");
+
   function inFieldUnit(input, text) {
     var unit = input && FIELD_UNITS[input.dataset.kind];
     if (!unit) return text;
-    var said = function (all, n) { return inUnit(n, unit); };
     // The API's words for an amount after its seconds are a runtime limit's span, "8 d 8 h".
     return text
-      .replace(/\((\d+) s\), which is [\d.,]+ ?[a-z]+(?: [\d.,]+ ?[a-z]+)*/g, function (all, n) { return "(" + inUnit(n, unit) + ")"; })
-      .replace(/\b(\d+) s \([\d.,]+ ?[a-z]+(?: [\d.,]+ ?[a-z]+)*\)/g, said)
-      .replace(/\b(\d+) s\b/g, said)
-      .replace(/(than or equal to )(-?\d+)\./g, function (all, words, n) { return words + inUnit(n, unit) + "."; })
+      .replace(SECONDS_SAID, function (all, maximum, spanned, bare, bound, boundSeconds) {
+        if (maximum !== undefined) return "(" + inUnit(maximum, unit) + ")";
+        if (bound !== undefined) return bound + inUnit(boundSeconds, unit) + ".";
+        return inUnit(spanned !== undefined ? spanned : bare, unit);
+      })
       .replace(/\bin seconds\b/g, "in " + unit[2]);
   }
 
