@@ -53,9 +53,9 @@ def test_a_fleet_larger_than_a_page_shows_page_one_with_a_link_to_page_two(
     assert first.status_code == 200
     assert _listed(page) == fleet[:nodes_view.PAGE_SIZE]
     assert f"Nodes 1–{nodes_view.PAGE_SIZE} of {len(fleet)}, page 1 of 2." in html.unescape(page)
-    link = re.search(r'<nav class="pages">.*?<a href="([^"]+)">next →</a>', page, re.S)
+    link = re.search(r'<nav class="pages" aria-label="Pages of this list">.*?<a href="([^"]+)">next →</a>', page, re.S)
     assert link and html.unescape(link.group(1)) == "?page=2"
-    assert "← previous" not in page.split('<nav class="pages">')[1]
+    assert "← previous" not in page.split('<nav class="pages" aria-label="Pages of this list">')[1]
 
     second = admin.get("/nodes/" + html.unescape(link.group(1))).content.decode()
     assert _listed(second) == fleet[nodes_view.PAGE_SIZE:]
