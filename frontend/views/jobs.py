@@ -238,15 +238,20 @@ def _array_summary(jobs: QuerySet[Job], array_id: str) -> dict[str, Any]:
 def _array_actions(request: HttpRequest, array_id: str) -> dict[str, str] | None:
     """The array summary's buttons (`scancel ARRAY`, `scontrol hold/release ARRAY`: the API's
     job-arrays actions), for a reader who may act on its team's jobs as the API lets them: its
-    name and the actions' URLs. None for a reader who may not (finance, another team), or an
-    array not theirs to see. Three queries (its first task, its tasks not ended, the jobs waiting on them)."""
+    name and the actions' URLs. None for a reader who may not (finance, another team), an
+    array not theirs to see, or one whose tasks have all ended: nothing is left to hold, release
+    or cancel, as an ended job's page offers no Cancel (its buttons answered "0 cancelled").
+    Three queries (its first task, its tasks not ended, the jobs waiting on them)."""
     tasks = access.visible_jobs(request.user).filter(array_id=array_id)
     first = tasks.order_by("array_index", "pk").values("name", "team_id").first()
     who = access.access_of(request.user)
     if first is None or not who.may_submit_for(first["team_id"]):
         return None
+    not_ended = list(tasks.exclude(state__in=FINISHED_JOB_STATES).values_list("pk", flat=True))
+    if not not_ended:
+        return None
     # the jobs waiting on its tasks that its cancel takes with it, named, as a job's Cancel names them
-    taken = waiting_on_any_of(list(tasks.exclude(state__in=FINISHED_JOB_STATES).values_list("pk", flat=True)), who)
+    taken = waiting_on_any_of(not_ended, who)
     return {"name": first["name"], "cancel_taken": taken_said(taken, "its tasks"),
             "reason_max_length": HOLD_REASON_MAX_LENGTH,  # the hold box: what the API takes
             **{f"{verb}_url": reverse(f"v1:job-array-{verb}", args=[array_id]) for verb in ("hold", "release", "cancel")}}
