@@ -49,13 +49,14 @@ def resize_cost_s(ctx: CycleContext, job: RunningJob) -> tuple[float, str]:
     restart paid too."""
     spec = job.spec
     if not ctx.config.resize_restarts:
-        return spec.resize_cost_s, f"its {spec.resize_cost_s:.0f} s resize cost"
+        return spec.resize_cost_s, f"its {duration(spec.resize_cost_s)} resize cost"
     since = job.last_checkpoint_at if job.last_checkpoint_at is not None else job.started_at
     lost = max(0.0, ctx.snapshot.now - since)
     cost = spec.resize_cost_s + spec.restart_cost_s + lost
-    return cost, (f"the {cost:.0f} s a restart costs it ({lost:.0f} s of work since its "
+    # In the sentences' units ("30 min"): "finishes about 3599 s sooner" read as no span a person says.
+    return cost, (f"the {duration(cost)} a restart costs it ({duration(lost)} of work since its "
                   f"{'last checkpoint' if job.last_checkpoint_at is not None else 'start'} "
-                  f"and {spec.resize_cost_s + spec.restart_cost_s:.0f} s to resize)")
+                  f"and {duration(spec.resize_cost_s + spec.restart_cost_s)} to resize)")
 
 
 VACATED: Holder = (HOLD, "\x00vacated")
@@ -159,7 +160,7 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int,
             to_gpus=gpus + added,
             for_job=None,
             message=(
-                f"Grows from {gpus} to {gpus + added} GPUs: finishes about {gain:.0f} s "
+                f"Grows from {gpus} to {gpus + added} GPUs: finishes about {duration(gain)} "
                 f"sooner, more than {cost_words}."
             ),
             generation=job.generation,

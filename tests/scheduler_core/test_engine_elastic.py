@@ -305,8 +305,8 @@ def test_elastic_growth_that_restarts_the_job_repays_the_work_since_its_checkpoi
     plan = cluster.plan(SchedulerConfig(resize_restarts=True))
     if grows:
         [resize] = plan.resizes
-        assert resize.message == ("Grows from 8 to 16 GPUs: finishes about 1800 s sooner, more than the 900 s a "
-                                  "restart costs it (600 s of work since its last checkpoint and 300 s to resize).")
+        assert resize.message == ("Grows from 8 to 16 GPUs: finishes about 30 min sooner, more than the 15 min a "
+                                  "restart costs it (10 min of work since its last checkpoint and 5 min to resize).")
     else:
         assert plan.resizes == ()
 

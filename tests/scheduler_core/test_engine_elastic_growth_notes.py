@@ -48,7 +48,7 @@ def test_elastic_growth_note_not_worth_its_resize_cost():
     note = _note(make_cluster().nodes(2).at(NOW).running(running).plan())
     assert note.code is GrowthCode.NOT_WORTH_IT
     assert note.message == ("Holds 8 of at most 16 GPUs: 8 more GPUs would finish it only about "
-                            "30 min sooner, not more than its 7200 s resize cost.")
+                            "30 min sooner, not more than its 2.0 h resize cost.")
 
 
 def test_elastic_growth_note_team_quota():
