@@ -152,3 +152,26 @@ def test_a_team_with_only_empty_quota_rows_is_deleted(fleet, browser) -> None:
 
     assert browser.post(f"/admin/controlplane/team/{team.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Team.objects.filter(pk=team.pk).exists()
+
+
+def test_a_class_with_history_names_the_teams_whose_default_it_is(fleet, browser) -> None:
+    f.make_job(fleet.ml, priority_class=fleet.research)
+
+    page = _text(browser.get(f"/admin/controlplane/priorityclass/{fleet.research.pk}/delete/"))
+
+    assert ("Priority class research has history that accounting and the audit trail keep. To retire it, give "
+            "team ml, whose default it is, another default class on its page.") in page
+
+
+def test_a_class_with_history_that_is_no_teams_default_says_nothing_of_defaults(fleet, browser) -> None:
+    """Found by an operator walk (8 Dec): a class no team has as its default was told to "give the
+    teams whose default it is another one"."""
+    legacy = f.make_priority_class("legacy", 50)
+    f.make_job(fleet.ml, priority_class=legacy)
+
+    page = _text(browser.get(f"/admin/controlplane/priorityclass/{legacy.pk}/delete/"))
+
+    assert "Cannot delete priority class" in page and "<li>Jobs: 1</li>" in page
+    assert ("Priority class legacy has history that accounting and the audit trail keep. It is no team's "
+            "default class; it stays for the reports.") in page
+    assert "whose default" not in page
