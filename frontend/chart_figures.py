@@ -299,8 +299,9 @@ def values_table(figure: Mapping[str, Any]) -> dict[str, Any] | None:
     for i, t in enumerate(traces):
         for x, y in zip(t.get("x") or (), t.get("y") or (), strict=False):
             row = by_time.setdefault(str(x), [NONE] * len(traces))
-            if isinstance(y, (int, float)) and not isinstance(y, bool):
-                row[i] = number(y, prefix, suffix)
+            # a later point at the same time wins: a step closed where a gap begins (None) holds
+            # its value up to that time, and from then on there is none
+            row[i] = number(y, prefix, suffix) if isinstance(y, (int, float)) and not isinstance(y, bool) else NONE
     columns = [_axis_title(layout, "xaxis", "time (UTC)")] + [str(t.get("name", "")) for t in traces]
     return {"columns": columns, "rows": [[at, *by_time[at]] for at in sorted(by_time, reverse=True)],
             "shown": VALUES_SHOWN}

@@ -392,6 +392,13 @@ def _tier_steps(key: str, title: str, caption: str, y_title: str, points: Sequen
     last = points[-1] if points else None
     if last is not None and last.get("until") is not None and last["until"] > last["at"]:
         points = [*points, {**last, "at": last["until"]}]
+    # A point with no tiers (None: no capacity there) is a gap. Plotly draws no step into a gap,
+    # so the step before it is closed where the gap begins, or its bucket would draw as nothing.
+    tiers = ("allocated", "active", "productive")
+    gapped = [i for i in range(1, len(points)) if all(points[i].get(t) is None for t in tiers)
+              and any(points[i - 1].get(t) is not None for t in tiers)]
+    for i in reversed(gapped):
+        points = [*points[:i], {**points[i - 1], "at": points[i]["at"]}, *points[i:]]
 
     def traces(x: list[str]) -> list[dict[str, Any]]:
         return [
@@ -402,6 +409,9 @@ def _tier_steps(key: str, title: str, caption: str, y_title: str, points: Sequen
         ]
 
     caption += " Where two tiers are equal, the higher one shows as a rim around the lower."
+    if any(all(p.get(t) is None for t in tiers) for p in points):
+        caption += (" A gap is a stretch with no GPU capacity (every node retired, deleted or not yet joined): "
+                    "there was nothing to use, not an idle fleet.")
     if points and window_end is not None:
         caption += drawn_to_rollup(points[0]["at"], points[-1]["at"], window_end)
     return _time_series(key, title, caption, y_title, points, empty, traces, stride_note=False, mark_gaps=False,

@@ -10,11 +10,14 @@ from typing import Any
 from controlplane.services import showback, utilization_series
 from frontend.figures import ts
 
+#: A point's tiers where the fleet had no GPU capacity: a gap on the chart (figures._tier_steps).
+NO_CAPACITY: dict[str, float | None] = {"allocated": None, "active": None, "productive": None}
+
 
 def utilization_points(since: datetime, until: datetime, label: str, now: datetime) -> tuple[list[dict[str, Any]], str]:
     """Points {at, until, allocated, active, productive} as fractions of the fleet's GPU capacity over
-    each bucket, and a note naming the bucket (and where the fleet's record begins, when it begins
-    inside the window's first bucket). Three queries for hour buckets (the cursor, one grouped read,
+    each bucket (None over a stretch with no capacity), and a note naming the bucket (and where the
+    fleet's record begins, when it begins inside the window's first bucket). Three queries for hour buckets (the cursor, one grouped read,
     where the record begins in the first bucket), two for minutes, four for days."""
     bucket = utilization_series.choose_bucket(since, until, now)
     # shares of the capacity: the first bucket's length cancels out, no need to read it exactly
@@ -26,17 +29,19 @@ def utilization_points(since: datetime, until: datetime, label: str, now: dateti
     # The first step is drawn from where its part of the window begins: a bucket the window cuts
     # (a 24-hour window from 05:01 reads 05:01-06:00 of the 05:00 hour) was drawn from the hour's
     # start, a stretch outside the window drawn as if measured.
-    points = [
-        {
-            "at": max(began, begins) if i == 0 and began is not None else begins,
-            "until": begins + timedelta(seconds=p.seconds),  # the bucket's end, or the rollup's for the newest
-            "allocated": p.allocated_gpus / p.capacity_gpus,
-            "active": p.active_gpus / p.capacity_gpus,
-            "productive": p.productive_gpus / p.capacity_gpus,
-        }
-        for i, (p, begins) in enumerate((p, p.begins or p.start) for p in series)
-        if p.capacity_gpus
-    ]
+    # A bucket with no capacity (every node retired, deleted or not yet joined: no rollup rows, or
+    # rows at zero) has no share of anything: it is a gap (None), not 0 % (an idle fleet) and not
+    # left out, which held the step before it across it (an hour with no fleet read as the last
+    # hour's utilization, operator walk of 8 Dec).
+    points: list[dict[str, Any]] = []
+    for i, p in enumerate(series):
+        begins = p.begins or p.start
+        at = max(began, begins) if i == 0 and began is not None else begins
+        if points and points[-1]["until"] < at:  # buckets with no rows between two with some
+            points.append({"at": points[-1]["until"], "until": at, **NO_CAPACITY})
+        shares = ({tier: getattr(p, f"{tier}_gpus") / p.capacity_gpus for tier in NO_CAPACITY}
+                  if p.capacity_gpus else NO_CAPACITY)
+        points.append({"at": at, "until": begins + timedelta(seconds=p.seconds), **shares})
     name = {60: "minute", 3600: "hour", 86400: "day"}.get(bucket, f"{bucket} s")
     note = f" One point per {name}, time-averaged."
     if began is not None:
