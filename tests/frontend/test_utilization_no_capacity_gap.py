@@ -17,7 +17,8 @@ import pytest
 
 from controlplane.choices import CapacityTier
 from controlplane.models import AccountingCursor, FleetRollup
-from controlplane.services import accounting
+from controlplane.services import accounting, utilization_series
+from controlplane.services.showback import Window
 from frontend import figures
 from frontend.utilization import utilization_points
 from tests.controlplane.accounting.builders import T0, h100
@@ -71,3 +72,26 @@ def test_an_hour_with_no_capacity_is_a_gap_not_the_hour_before_held() -> None:
 def test_a_chart_with_no_gap_says_nothing_of_gaps() -> None:
     points = [{"at": T0, "until": T0 + HOUR, "allocated": 0.5, "active": 0.25, "productive": 0.1}]
     assert "gap" not in figures.utilization_tiers(points).caption
+
+
+def test_a_fleet_gone_up_to_now_is_a_gap_up_to_now_not_a_chart_that_stops() -> None:
+    gpu = h100()
+    FleetRollup.objects.bulk_create([_hour(T0, 16, 8, gpu)])
+    AccountingCursor.objects.update_or_create(name=accounting.CURSOR_NAME, defaults={"rolled_until": NOW})
+
+    points, note = utilization_points(NOW - timedelta(hours=24), NOW, "24h", NOW)
+
+    assert [(p["at"], p["allocated"]) for p in points] == [(T0, 0.5), (T0 + HOUR, None), (T0 + 2 * HOUR, None)]
+    assert points[-1]["until"] == NOW
+    chart = figures.utilization_tiers(points, source_note=note, window_end=NOW)
+    # drawn up to the last rollup, which is the window's end: not "3 h before the window's end"
+    assert "Drawn from 2026-11-02 10:00:00 UTC to 2026-11-02 13:00:00 UTC." in chart.caption, chart.caption
+
+
+@pytest.mark.usefixtures("fleet_gone_from_11_to_12")
+def test_the_series_says_the_hour_had_no_capacity() -> None:
+    """The series the chart and GET metrics/utilization/ read: the hour is there, with 0 GPUs of
+    capacity, not left out."""
+    series = utilization_series.utilization_series(Window(NOW - timedelta(hours=24), NOW, "24h"), NOW)
+    assert [(p.start, p.capacity_gpus, p.allocated_gpus) for p in series] == [
+        (T0, 16.0, 8.0), (T0 + HOUR, 0.0, 0.0), (T0 + 2 * HOUR, 16.0, 4.0)]
