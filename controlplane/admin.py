@@ -286,21 +286,7 @@ def _history(obj: Any) -> list[str]:
         return lines
     label = str(obj._meta.verbose_name)
     return [*lines, f"{label[:1].upper()}{label[1:]} {getattr(obj, 'name', obj)} has history that accounting and the "
-            "audit trail keep. " + (_retire_class(obj) if isinstance(obj, PriorityClass) else _RETIRE.get(type(obj), ""))]
-
-
-def _retire_class(priority_class: PriorityClass) -> str:
-    """What retiring a class with history asks: only the teams whose default it is need another
-    (a class that was no team's default was told to "give the teams whose default it is another
-    one", operator walk of 8 Dec)."""
-    teams = list(Team.objects.filter(default_priority_class_id=priority_class.pk).order_by("name")
-                 .values_list("name", flat=True))
-    if not teams:
-        return "It is no team's default class; it stays for the reports."
-    if len(teams) == 1:
-        return f"To retire it, give team {teams[0]}, whose default it is, another default class on its page."
-    return (f"To retire it, give teams {', '.join(teams)}, whose default it is, another default class on their "
-            "pages.")
+            "audit trail keep. " + (obj.retirement_advice("on its page", "on their pages") if isinstance(obj, PriorityClass) else _RETIRE.get(type(obj), ""))]
 
 
 def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, record: Any,

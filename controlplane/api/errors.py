@@ -26,6 +26,7 @@ from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.models import PriorityClass
 from controlplane.services.whole_numbers import is_whole_number
 
 log = structlog.get_logger(__name__)
@@ -104,7 +105,6 @@ def _still_in_use(objects: Any) -> str:
 # What to do instead of deleting a record that history protects (as the admin's pages say).
 _RETIRE = {
     "team": "To retire it, take it out of its cohort and delete its quotas and memberships.",
-    "priorityclass": "To retire it, give the teams whose default it is another one.",
     "gputype": ("It stays for the reports: with no nodes and no quotas of this type, no job can run on it (a job "
                 "asking for it alone is told it can never run)."),
     "node": ("To retire it, drain it (POST nodes/{pk}/drain/), then retire it once it is cordoned (POST "
@@ -141,7 +141,9 @@ def refused_deletion(instance: Any, objects: Any) -> str:
             one, many = _HISTORY_WORDS.get(name, (name, name + "s"))
             parts.append(f"{n:,} {one if n == 1 else many}")
     label = str(instance._meta.verbose_name)
-    advice = _RETIRE.get(instance._meta.model_name, "").format(pk=instance.pk)
+    advice = (instance.retirement_advice("(its default_priority_class: PATCH teams/ID/)",
+                                         "(their default_priority_class: PATCH teams/ID/)")
+              if isinstance(instance, PriorityClass) else _RETIRE.get(instance._meta.model_name, "").format(pk=instance.pk))
     return (f"{label[:1].upper()}{label[1:]} {getattr(instance, 'name', instance)} has accounting history that "
             f"finance's reports and the audit trail keep ({', '.join(parts)}); it cannot be deleted."
             + (f" {advice}" if advice else ""))

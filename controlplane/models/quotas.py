@@ -5,7 +5,7 @@ from django.db import models
 from django.db.models import Q
 
 from controlplane.models.field_names import FieldNamed, refusal
-from controlplane.models.teams import name_given_is_reserved
+from controlplane.models.teams import Team, name_given_is_reserved
 
 # The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
 # enough that a day of it in GPU-seconds fits the accounting's columns (models/usage.py).
@@ -229,6 +229,19 @@ class PriorityClass(models.Model):
             return []
         return list(PriorityClass.objects.filter(value=self.value).exclude(pk=self.pk)
                     .order_by("name").values_list("name", flat=True))
+
+    def retirement_advice(self, where_one: str, where_many: str) -> str:
+        """How to retire a class that history keeps from being deleted, for the admin's refusal
+        and the API's: only the teams whose default it is need another (`where_one`,
+        `where_many`: how the reader changes one team's default, or several teams'). A class that
+        was no team's default was told to "give the teams whose default it is another one" (8 Dec)."""
+        teams = list(Team.objects.filter(default_priority_class_id=self.pk).order_by("name")
+                     .values_list("name", flat=True))
+        if not teams:
+            return "It is no team's default class; it stays for the reports."
+        if len(teams) == 1:
+            return f"To retire it, give team {teams[0]}, whose default it is, another default class {where_one}."
+        return f"To retire it, give teams {', '.join(teams)}, whose default it is, another default class {where_many}."
 
     def budget_warning(self) -> str | None:
         """What a preemption budget of 0 means, for the admin's page and the API; None for any

@@ -40,8 +40,23 @@ def test_a_priority_class_with_jobs_says_how_to_retire_a_class(fleet, admin) -> 
     detail = r.json()["detail"]
     assert detail.startswith("Priority class legacy has accounting history"), detail
     assert "1 job" in detail and "cannot be deleted" in detail
-    assert "give the teams whose default it is another one" in detail
+    # No team's default: nothing to do but keep it (it was told to give such teams another).
+    assert detail.endswith("It is no team's default class; it stays for the reports."), detail
     assert "members" not in detail and "remove or move" not in detail
+    assert PriorityClass.objects.filter(pk=old.pk).exists()
+
+
+def test_a_priority_class_with_jobs_that_teams_default_to_names_those_teams(fleet, admin) -> None:
+    old = f.make_priority_class("legacy", 50)
+    f.make_job(fleet.ml, old, state=JobState.SUCCEEDED)
+    fleet.ml.default_priority_class = old
+    fleet.ml.save(update_fields=["default_priority_class"])
+
+    r = admin.delete(f"{J}/priority-classes/{old.pk}/")
+
+    assert r.status_code == 409
+    assert r.json()["detail"].endswith("To retire it, give team ml, whose default it is, another default class (its "
+                                       "default_priority_class: PATCH teams/ID/)."), r.json()["detail"]
     assert PriorityClass.objects.filter(pk=old.pk).exists()
 
 
