@@ -126,11 +126,12 @@ def utilization_series(
         for key, value in found.items():
             into[key] = into.get(key, 0) + value
     points = []
-    if team_id is None and merged:
+    if merged:
         # The fleet's buckets with no rows after its first (every node retired, deleted or gone
-        # for a while, up to now included) had no capacity: said as such, not left out, where a
-        # reader's step line held the bucket before across them (operator walk, 8 Dec). Before
-        # the first row the record has not begun (`record_began_within`): nothing is said there.
+        # for a while, up to now included) had no capacity, and a team's held no GPU: said as
+        # such, not left out, where a reader's step line held the bucket before across them
+        # (operator walk, 8 Dec). Before the first row the record has not begun
+        # (`record_began_within`): nothing is said there.
         at, step = min(merged) + timedelta(seconds=bucket), timedelta(seconds=bucket)
         while at < end:
             merged.setdefault(at, {})

@@ -16,11 +16,12 @@ from decimal import Decimal
 import pytest
 
 from controlplane.choices import CapacityTier
-from controlplane.models import AccountingCursor, FleetRollup
+from controlplane.models import AccountingCursor, FleetRollup, UsageRollup
 from controlplane.services import accounting, utilization_series
 from controlplane.services.showback import Window
 from frontend import figures
 from frontend.utilization import utilization_points
+from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100
 
 pytestmark = pytest.mark.django_db
@@ -95,3 +96,27 @@ def test_the_series_says_the_hour_had_no_capacity() -> None:
     series = utilization_series.utilization_series(Window(NOW - timedelta(hours=24), NOW, "24h"), NOW)
     assert [(p.start, p.capacity_gpus, p.allocated_gpus) for p in series] == [
         (T0, 16.0, 8.0), (T0 + HOUR, 0.0, 0.0), (T0 + 2 * HOUR, 16.0, 4.0)]
+
+
+def test_a_teams_hour_without_gpus_after_its_first_reads_zero_not_the_hour_before() -> None:
+    """GET metrics/utilization/?team= reads a team's series: an hour it held no GPU was left out,
+    and a reader's step line held the hour before across it (8 Dec)."""
+    gpu = h100()
+    team = f.make_team("solo")
+    job = f.make_job(team)
+    zero = Decimal(0)
+
+    def hour(start, gpus: int) -> UsageRollup:  # type: ignore[no-untyped-def]
+        return UsageRollup(
+            bucket=accounting.HOUR, start=start, job=job, team=team, priority_class=job.priority_class,
+            gpu_type=gpu, capacity_tier=CapacityTier.RESERVED, allocated_gpu_seconds=Decimal(gpus * 3600),
+            active_gpu_seconds=Decimal(gpus * 1800), productive_gpu_seconds=Decimal(gpus * 900),
+            reported_gpu_seconds=Decimal(gpus * 3600), lost_gpu_seconds=zero, cost_usd=zero, lost_cost_usd=zero)
+
+    UsageRollup.objects.bulk_create([hour(T0, 8), hour(T0 + 2 * HOUR, 4)])
+    AccountingCursor.objects.update_or_create(name=accounting.CURSOR_NAME, defaults={"rolled_until": NOW})
+
+    series = utilization_series.utilization_series(Window(NOW - timedelta(hours=24), NOW, "24h"), NOW,
+                                                   team_id=team.pk)
+
+    assert [(p.start, p.allocated_gpus) for p in series] == [(T0, 8.0), (T0 + HOUR, 0.0), (T0 + 2 * HOUR, 4.0)]
