@@ -836,13 +836,7 @@ class ProcessLauncher:
         pid of an unrelated process is left alone."""
         marked = self._marked_runs()
         self.left_behind = set(marked.values()) | self._populated_run_cgroups()
-        killed = self._empty_run_cgroups()
-        for pid in sorted(marked):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
+        killed = self._empty_run_cgroups() + _sigkill(marked)
         groups: set[int] = set()
         generations: set[int] = set()
         records = list(self.root.glob("g*/pgids")) if self.root.exists() else []
@@ -904,8 +898,14 @@ def kill_groups(groups: set[int], node_name: str, generations: set[int] | None =
     one of `generations` whatever its group (it moved to a session of its own); the pids killed."""
     targets = {pid for pid, pgid in _process_groups() if pgid in groups and _carries_node(pid, node_name)}
     targets.update(marked_processes(node_name, generations or set()))
+    return _sigkill(targets)
+
+
+def _sigkill(pids: Collection[int]) -> list[int]:
+    """SIGKILL each of `pids`, lowest first; the ones killed (a process gone meanwhile, or not
+    ours to signal, is passed over)."""
     killed: list[int] = []
-    for pid in sorted(targets):
+    for pid in sorted(pids):
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
